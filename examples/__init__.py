@@ -1,0 +1,1 @@
+"""Runnable examples and the small example models irkit is tested on."""

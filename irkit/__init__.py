@@ -1,0 +1,4 @@
+"""irkit: a compiler-IR workbench for Transformer graphs."""
+from __future__ import annotations
+
+__version__ = "0.1.0"

@@ -1,0 +1,170 @@
+"""Tolerance policy and differential comparison.
+
+Design note: the oracle is the interpreter in float64.  How far a result may
+stray from it depends on the lowest-precision float type the computation runs
+in, and on whether the code path reorders arithmetic (a fused or tiled
+reduction sums in another order than the oracle).  That policy lives here and
+only here: :func:`tolerance`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from irkit.ir.core import Function, Module
+from irkit.ir.types import DType
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """|actual - expected| <= atol + rtol * |expected|, elementwise."""
+
+    rtol: float
+    atol: float
+
+
+# (exact order, reordered arithmetic)
+_POLICY: dict[DType, tuple[Tolerance, Tolerance]] = {
+    DType.f64: (Tolerance(1e-10, 1e-12), Tolerance(1e-7, 1e-9)),
+    DType.f32: (Tolerance(1e-5, 1e-6), Tolerance(2e-4, 2e-5)),
+    DType.f16: (Tolerance(5e-3, 5e-3), Tolerance(2e-2, 2e-2)),
+    DType.bf16: (Tolerance(3e-2, 3e-2), Tolerance(8e-2, 8e-2)),
+}
+_EXACT = Tolerance(0.0, 0.0)
+
+
+def tolerance(dtype: DType, reorders: bool = True) -> Tolerance:
+    """The tolerance for results computed in ``dtype`` against the f64 oracle."""
+    if not dtype.is_float:
+        return _EXACT
+    exact, reordered = _POLICY[dtype]
+    return reordered if reorders else exact
+
+
+_PRECISION_ORDER = [DType.bf16, DType.f16, DType.f32, DType.f64]
+
+
+def compute_dtype(fn: Function) -> DType:
+    """The lowest-precision float type any op of ``fn`` computes in (f64 if none)."""
+    low = DType.f64
+    for op in fn.walk():
+        for v in list(op.operands) + list(op.results):
+            dt = v.type.dtype
+            if dt.is_float and _PRECISION_ORDER.index(dt) < _PRECISION_ORDER.index(low):
+                low = dt
+    return low
+
+
+def module_tolerance(m: Module | Function, reorders: bool = True) -> Tolerance:
+    fn = m if isinstance(m, Function) else m.entry
+    return tolerance(compute_dtype(fn), reorders)
+
+
+@dataclass
+class Comparison:
+    """The result of comparing one output."""
+
+    name: str
+    ok: bool
+    max_abs: float
+    max_rel: float
+    tol: Tolerance
+    worst_index: tuple[int, ...] = ()
+    note: str = ""
+
+    def describe(self) -> str:
+        status = "ok" if self.ok else "MISMATCH"
+        at = f" at {list(self.worst_index)}" if self.worst_index and not self.ok else ""
+        extra = f" ({self.note})" if self.note else ""
+        return (f"{self.name}: {status} max_abs={self.max_abs:.3g} max_rel={self.max_rel:.3g}{at} "
+                f"(rtol={self.tol.rtol:g}, atol={self.tol.atol:g}){extra}")
+
+
+def compare(actual: np.ndarray, expected: np.ndarray, tol: Tolerance, name: str = "output") -> Comparison:
+    """Compare one array against the oracle; NaNs must sit in the same places."""
+    a = np.asarray(actual)
+    e = np.asarray(expected)
+    if a.shape != e.shape:
+        return Comparison(name, False, float("inf"), float("inf"), tol,
+                          note=f"shape {list(a.shape)} vs expected {list(e.shape)}")
+    if a.dtype == np.bool_ or e.dtype == np.bool_ or a.dtype.kind in "iu" and e.dtype.kind in "iu":
+        diff = a.astype(np.int64) != e.astype(np.int64)
+        n = int(diff.sum())
+        idx = tuple(int(i) for i in np.unravel_index(int(np.argmax(diff)), a.shape)) if n and a.ndim else ()
+        return Comparison(name, n == 0, float(n), float(n) / max(a.size, 1), _EXACT, idx,
+                          note=f"{n} elements differ" if n else "")
+    af = a.astype(np.float64)
+    ef = e.astype(np.float64)
+    nan_a, nan_e = np.isnan(af), np.isnan(ef)
+    if np.any(nan_a != nan_e):
+        k = int(np.sum(nan_a != nan_e))
+        idx = tuple(int(i) for i in np.unravel_index(int(np.argmax(nan_a != nan_e)), a.shape)) if a.ndim else ()
+        return Comparison(name, False, float("nan"), float("nan"), tol, idx, note=f"{k} NaNs where the oracle has none or vice versa")
+    same_inf = (af == ef)
+    with np.errstate(all="ignore"):
+        err = np.where(nan_a | same_inf, 0.0, np.abs(af - ef))
+        rel = err / np.maximum(np.abs(ef), 1e-30)
+        bound = tol.atol + tol.rtol * np.abs(ef)
+    over = err > bound
+    max_abs = float(err.max()) if err.size else 0.0
+    max_rel = float(np.where(np.abs(ef) > tol.atol, rel, 0).max()) if err.size else 0.0
+    idx: tuple[int, ...] = ()
+    if err.size and a.ndim:
+        k = int(np.argmax(np.where(over, err - bound, -np.inf))) if over.any() else int(np.argmax(err))
+        idx = tuple(int(i) for i in np.unravel_index(k, a.shape))
+    return Comparison(name, not bool(over.any()), max_abs, max_rel, tol, idx)
+
+
+@dataclass
+class CheckReport:
+    """All outputs of one run compared with the oracle."""
+
+    comparisons: list[Comparison] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.comparisons)
+
+    @property
+    def max_abs(self) -> float:
+        return max((c.max_abs for c in self.comparisons), default=0.0)
+
+    @property
+    def max_rel(self) -> float:
+        return max((c.max_rel for c in self.comparisons), default=0.0)
+
+    def first_failure(self) -> Comparison | None:
+        for c in self.comparisons:
+            if not c.ok:
+                return c
+        return None
+
+
+def compare_all(actual: Sequence[np.ndarray], expected: Sequence[np.ndarray], tol: Tolerance,
+                names: Sequence[str] | None = None) -> CheckReport:
+    rep = CheckReport()
+    if len(actual) != len(expected):
+        rep.comparisons.append(Comparison("outputs", False, float("inf"), float("inf"), tol,
+                                          note=f"{len(actual)} outputs vs {len(expected)} expected"))
+        return rep
+    for i, (a, e) in enumerate(zip(actual, expected)):
+        nm = names[i] if names else f"output {i}"
+        rep.comparisons.append(compare(a, e, tol, nm))
+    return rep
+
+
+def check_against_oracle(m: Module, actual: Sequence[np.ndarray], inputs: Sequence[np.ndarray],
+                         reorders: bool = True, oracle: Module | None = None,
+                         bindings: Mapping[str, int] | None = None) -> CheckReport:
+    """Compare ``actual`` with the float64 interpreter on ``oracle`` (default ``m``)."""
+    from irkit.interp import run
+
+    expected = run(oracle or m, list(inputs), float64=True)
+    return compare_all(actual, expected, module_tolerance(m, reorders))
+
+
+__all__ = ["Tolerance", "tolerance", "compute_dtype", "module_tolerance", "Comparison", "compare",
+           "CheckReport", "compare_all", "check_against_oracle"]

@@ -1,0 +1,252 @@
+"""The reference interpreter: runs any module on NumPy inputs.
+
+Design note: the interpreter knows only the op registry.  It binds symbolic
+dims from the input shapes, concretises each op's result types under those
+bindings and calls the op's reference kernel.  In ``float64`` mode every float
+tensor (inputs, constants, results) is computed in f64 and float casts become
+identities: that run is the oracle every pass and target is checked against.
+Values are freed after their last use, so large models fit in memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from irkit.errors import InputError, IrkitError
+from irkit.ir.core import Function, Graph, Module, Op, Value
+from irkit.ir.ops import OPS, RefContext
+from irkit.ir.types import DType, SymDim, TensorType, eval_dim
+
+
+class InterpError(IrkitError):
+    """An op failed at run time (out-of-range gather, shape mismatch); names the op."""
+
+
+def _entry(m: Module | Function, fn: str | None) -> Function:
+    if isinstance(m, Function):
+        return m
+    if fn is None:
+        return m.entry
+    try:
+        return m.function(fn)
+    except KeyError:
+        raise InputError(f"no function @{fn} in the module") from None
+
+
+def bind_symbols(fn: Function, inputs: Sequence[np.ndarray]) -> dict[str, int]:
+    """Bind every symbol in the argument types from the input shapes; check the rest."""
+    names = fn.arg_names()
+    if len(inputs) != len(fn.args):
+        raise InputError(f"@{fn.name} takes {len(fn.args)} inputs ({', '.join(names)}), got {len(inputs)}")
+    b: dict[str, int] = {}
+    for a, x, nm in zip(fn.args, inputs, names):
+        if x.ndim != a.type.rank:
+            raise InputError(f"input '{nm}' has rank {x.ndim}, expected {a.type} ")
+        for d, n in zip(a.type.shape, x.shape):
+            if isinstance(d, SymDim) and d.is_symbol and d.name not in b:
+                b[d.name] = int(n)
+    for a, x, nm in zip(fn.args, inputs, names):
+        for i, (d, n) in enumerate(zip(a.type.shape, x.shape)):
+            try:
+                want = eval_dim(d, b)
+            except KeyError as e:
+                raise InputError(f"input '{nm}': symbol {e.args[0]} in dim {i} ({d}) is not bound by any "
+                                 "input dim on its own") from None
+            if want != n:
+                raise InputError(f"input '{nm}' dim {i} is {n}, but {a.type} needs {d} = {want}")
+    return b
+
+
+def _f64_type(t: TensorType) -> TensorType:
+    return t.with_dtype(DType.f64) if t.dtype.is_float else t
+
+
+@dataclass
+class Interpreter:
+    """Runs functions; ``float64`` makes it the oracle."""
+
+    float64: bool = False
+
+    def run(self, m: Module | Function, inputs: Sequence[np.ndarray] | Mapping[str, np.ndarray],
+            fn: str | None = None) -> list[np.ndarray]:
+        f = _entry(m, fn)
+        xs = self._inputs(f, inputs)
+        b = bind_symbols(f, xs)
+        return self._graph(f.body, xs, b)
+
+    def _inputs(self, f: Function, inputs: Sequence[np.ndarray] | Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        if isinstance(inputs, Mapping):
+            inputs = order_inputs(f, inputs)
+        out = []
+        for a, x, nm in zip(f.args, inputs, f.arg_names()):
+            x = np.asarray(x)
+            want = a.type.dtype
+            if x.dtype != want.np:
+                if not np.can_cast(x.dtype, want.np, "same_kind") and not (want.is_float or want.is_int):
+                    raise InputError(f"input '{nm}' has dtype {x.dtype}, expected {want}")
+                x = x.astype(want.np)
+            if self.float64 and want.is_float:
+                x = x.astype(np.float64)
+            out.append(x)
+        if len(out) != len(f.args):
+            raise InputError(f"@{f.name} takes {len(f.args)} inputs, got {len(out)}")
+        return out
+
+    def _graph(self, g: Graph, xs: Sequence[np.ndarray], b: Mapping[str, int]) -> list[np.ndarray]:
+        env: dict[int, np.ndarray] = {id(a): x for a, x in zip(g.args, xs)}
+        last_use: dict[int, int] = {}
+        ops = list(g)
+        for i, op in enumerate(ops):
+            for v in op.operands:
+                last_use[id(v)] = i
+        for i, op in enumerate(ops):
+            if op.name in ("func.return", "ik.yield"):
+                return [env[id(v)] for v in op.operands]
+            ins = [env[id(v)] for v in op.operands]
+            outs = self._op(op, ins, b)
+            for r, y in zip(op.results, outs):
+                env[id(r)] = y
+            for v in op.operands:
+                if last_use.get(id(v)) == i and v not in g.outputs:
+                    env.pop(id(v), None)
+        raise InterpError("region has no terminator")
+
+    def _op(self, op: Op, ins: list[np.ndarray], b: Mapping[str, int]) -> list[np.ndarray]:
+        d = OPS.get(op.name)
+        if d is None:
+            raise InterpError(f"'{op.name}' at {op.loc.short()}: unknown op, cannot interpret")
+        types = [_f64_type(t) if self.float64 else t for t in op.result_types]
+        try:
+            shapes = [tuple(eval_dim(x, b) for x in t.shape) for t in types]
+        except KeyError as e:
+            raise InterpError(f"'{op.name}' at {op.loc.short()}: symbol {e.args[0]} is unbound") from None
+        if self.float64:
+            if op.name == "ik.cast" and op.attrs["to"].is_float and ins[0].dtype.kind == "f":
+                return [ins[0].astype(np.float64)]
+            if op.name == "ik.constant" and op.attrs["value"].dtype.is_float:
+                return [op.attrs["value"].array.astype(np.float64)]
+            ins = [x.astype(np.float64) if (x.dtype.kind == "f" or x.dtype == DType.bf16.np) else x for x in ins]
+        ctx = RefContext(types, shapes, b, self._region, op)
+        try:
+            outs = d.ref(ins, d.with_defaults(op.attrs), ctx)
+        except (IndexError, ValueError, TypeError) as e:
+            raise InterpError(f"'{op.name}' at {op.loc.short()}: {e}") from None
+        res = []
+        for k, (y, t, s) in enumerate(zip(outs, types, shapes)):
+            y = np.asarray(y)
+            if y.shape != s:
+                raise InterpError(f"'{op.name}' at {op.loc.short()}: result {k} has shape {list(y.shape)}, "
+                                  f"type says {list(s)}")
+            if y.dtype != t.dtype.np:
+                y = y.astype(t.dtype.np)
+            res.append(y)
+        return res
+
+    def _region(self, g: Graph, xs: list[np.ndarray]) -> list[np.ndarray]:
+        b: dict[str, int] = {}
+        for a, x in zip(g.args, xs):
+            for d, n in zip(a.type.shape, x.shape):
+                if isinstance(d, SymDim) and d.is_symbol:
+                    b[d.name] = int(n)
+        return self._graph(g, xs, b)
+
+
+def run(m: Module | Function, inputs: Sequence[np.ndarray] | Mapping[str, np.ndarray], *,
+        float64: bool = False, fn: str | None = None) -> list[np.ndarray]:
+    """Run the entry function (or ``fn``) of ``m`` on ``inputs``."""
+    return Interpreter(float64).run(m, inputs, fn)
+
+
+def order_inputs(f: Function, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+    """Inputs keyed by argument name or by position (``arg0``, ``arg1``...), in order."""
+    names = f.arg_names()
+    out: list[np.ndarray] = []
+    missing = []
+    for i, n in enumerate(names):
+        if n in inputs:
+            out.append(np.asarray(inputs[n]))
+        elif f"arg{i}" in inputs:
+            out.append(np.asarray(inputs[f"arg{i}"]))
+        else:
+            missing.append(n)
+    if missing:
+        raise InputError(f"missing inputs: {', '.join(missing)} (key them by name or as arg0, arg1, ...)")
+    known = set(names) | {f"arg{i}" for i in range(len(names))}
+    extra = [k for k in inputs if k not in known]
+    if extra:
+        raise InputError(f"unknown inputs: {', '.join(extra)}; @{f.name} takes {', '.join(names)}")
+    return out
+
+
+DEFAULT_SYMBOL_VALUE = 8
+
+
+def default_bindings(fn: Function, given: Mapping[str, int] | None = None) -> dict[str, int]:
+    """A value for every plain symbol in the arguments: ``given``, then the function's
+    recorded examples (``ik.sym_examples``), then :data:`DEFAULT_SYMBOL_VALUE`."""
+    b: dict[str, int] = {}
+    examples = fn.attrs.get("ik.sym_examples") or ()
+    ex = {}
+    for item in examples:
+        if isinstance(item, str) and "=" in item:
+            k, v = item.split("=", 1)
+            ex[k] = int(v)
+    for a in fn.args:
+        for d in a.type.shape:
+            if isinstance(d, SymDim):
+                for s in sorted(d.symbols):
+                    if s not in b:
+                        b[s] = int((given or {}).get(s, ex.get(s, DEFAULT_SYMBOL_VALUE)))
+    if given:
+        b.update(given)
+    return b
+
+
+def _index_bound(v: Value, depth: int = 0) -> int | None:
+    """The exclusive upper bound an integer input must respect, if it feeds a gather."""
+    if depth > 8:
+        return None
+    best: int | None = None
+    for op, i in v.uses:
+        bound: int | None = None
+        if op.name == "ik.gather" and i == 1:
+            data = op.operand(0).type
+            ax = op.attrs.get("axis", 0) % max(data.rank, 1)
+            d = data.shape[ax]
+            bound = d if isinstance(d, int) else None
+        elif op.name in ("ik.cast", "ik.reshape", "ik.broadcast", "ik.slice", "ik.transpose"):
+            bound = _index_bound(op.results[0], depth + 1)
+        elif op.name == "ik.fused":
+            bound = _index_bound(op.regions[0].args[i], depth + 1)
+        if bound is not None:
+            best = bound if best is None else min(best, bound)
+    return best
+
+
+def random_inputs(fn: Function, seed: int = 0, bindings: Mapping[str, int] | None = None,
+                  float64: bool = False) -> list[np.ndarray]:
+    """Random valid inputs: floats ~ N(0, 1), indices in range of the tables they index,
+    masks mostly true; never all zeros."""
+    rng = np.random.default_rng(seed)
+    b = default_bindings(fn, bindings)
+    out = []
+    for a in fn.args:
+        shape = a.type.concrete_shape(b)
+        dt = a.type.dtype
+        if dt.is_float:
+            x = rng.standard_normal(shape)
+            out.append(x if float64 else x.astype(dt.np))
+        elif dt.is_bool:
+            out.append(rng.random(shape) < 0.8)
+        else:
+            hi = _index_bound(a)
+            hi = hi if hi is not None else 2
+            out.append(rng.integers(0, max(hi, 1), size=shape).astype(dt.np))
+    return out
+
+
+__all__ = ["Interpreter", "InterpError", "run", "random_inputs", "bind_symbols", "order_inputs",
+           "default_bindings"]

@@ -1,0 +1,309 @@
+"""Printing modules as MLIR generic syntax.
+
+The output is valid MLIR generic form, so ``mlir-opt --allow-unregistered-dialect``
+reads it: ``"builtin.module"`` holding ``"func.func"`` ops, every op as
+``%r = "ik.name"(%a, %b) ({regions}) {attrs} : (types) -> types loc(...)``.
+Symbolic dims print as ``?`` with their names in the tensor encoding.  Printing
+is deterministic: values are numbered in order, attributes sorted by name.
+
+Constants with more than ``inline_limit`` elements (and not splats) print as
+``dense_resource<name>``; their bytes are collected in ``resources`` for the
+caller to store in a safetensors sidecar, or are appended as MLIR's own
+``{-# dialect_resources ... #-}`` section when ``inline_resources`` is set
+(used when printing to a terminal or a pipe, so the text stands alone).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Iterable
+
+import numpy as np
+
+from irkit.ir.core import Dense, Function, Graph, Location, Module, Op, Value
+from irkit.ir.types import DType, SymDim, TensorType
+
+INLINE_LIMIT = 16
+_BARE = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*")
+_SSA = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*")
+
+
+def escape_string(s: str) -> str:
+    out = []
+    for ch in s:
+        o = ord(ch)
+        if ch == '"':
+            out.append('\\"')
+        elif ch == "\\":
+            out.append("\\\\")
+        elif 0x20 <= o < 0x7F:
+            out.append(ch)
+        else:
+            for b in ch.encode("utf-8"):
+                out.append(f"\\{b:02X}")
+    return '"' + "".join(out) + '"'
+
+
+def format_float(v: float, dtype: DType = DType.f64) -> str:
+    """An MLIR float literal that parses back to exactly ``v`` in ``dtype``."""
+    if not math.isfinite(v):
+        return _hex_bits(v, dtype)
+    if dtype is DType.f32:
+        s = str(np.float32(v))
+    elif dtype is DType.f16:
+        s = str(np.float16(v))
+    else:
+        s = repr(float(v))
+    if "e" in s or "E" in s:
+        mant, _, exp = s.lower().partition("e")
+        if "." not in mant:
+            mant += ".0"
+        return f"{mant}e{exp}"
+    return s if "." in s else s + ".0"
+
+
+def _hex_bits(v: float, dtype: DType) -> str:
+    if dtype is DType.bf16:
+        bits = np.array(v, dtype=np.float32).view(np.uint32) >> 16
+        return f"0x{int(bits):04X}"
+    npdt = {DType.f16: np.float16, DType.f32: np.float32}.get(dtype, np.float64)
+    raw = np.array(v, dtype=npdt)
+    width = raw.dtype.itemsize * 2
+    return f"0x{int(raw.view(f'u{raw.dtype.itemsize}')):0{width}X}"
+
+
+def type_str(t: TensorType) -> str:
+    return str(t)
+
+
+def location_str(loc: Location, top: bool = True) -> str:
+    if loc.fused:
+        body = "fused[" + ", ".join(location_str(x, False) for x in loc.fused) + "]"
+    elif loc.file is not None:
+        flc = f"{escape_string(loc.file)}:{loc.line}:{loc.col}"
+        body = f"{escape_string(loc.name)}({flc})" if loc.name is not None else flc
+    elif loc.name is not None:
+        body = escape_string(loc.name)
+    else:
+        body = "unknown"
+    return f"loc({body})" if top else body
+
+
+class Printer:
+    """Prints one module; reusable options, fresh state per call."""
+
+    def __init__(self, inline_limit: int = INLINE_LIMIT, print_locations: bool = True,
+                 inline_resources: bool = False, elide_resources: bool = False):
+        self.inline_limit = inline_limit
+        self.print_locations = print_locations
+        self.inline_resources = inline_resources
+        self.elide_resources = elide_resources
+        self.resources: dict[str, Dense] = {}
+        self._names: dict[int, str] = {}
+        self._counter = 0
+        self._used_resource_names: dict[str, bytes] = {}
+
+    # -- entry points --------------------------------------------------------
+    def module(self, m: Module) -> str:
+        self.resources = {}
+        self._used_resource_names = {}
+        lines: list[str] = ['"builtin.module"() ({']
+        for f in m.functions:
+            self._function(f, lines, "  ")
+        attrs = self._attr_dict(m.attrs)
+        lines.append("})" + (f" {attrs}" if attrs else "") + " : () -> ()")
+        text = "\n".join(lines) + "\n"
+        if self.inline_resources and self.resources:
+            text += resource_section(self.resources)
+        return text
+
+    def function(self, f: Function) -> str:
+        lines: list[str] = []
+        self._function(f, lines, "")
+        return "\n".join(lines) + "\n"
+
+    # -- structure -------------------------------------------------------------
+    def _function(self, f: Function, lines: list[str], ind: str) -> None:
+        self._names = {}
+        self._counter = 0
+        lines.append(f'{ind}"func.func"() ({{')
+        self._block_header(f.body, lines, ind, use_arg_names=True)
+        self._ops(f.body, lines, ind + "  ")
+        ftype = "(" + ", ".join(map(str, f.arg_types)) + ") -> " + _results_type(f.result_types)
+        attrs: dict[str, Any] = {k: v for k, v in f.attrs.items()}
+        body = ", ".join([f"function_type = {ftype}", f"sym_name = {escape_string(f.name)}"] +
+                         [f"{k} = {self.attr(v)}" for k, v in sorted(attrs.items())])
+        loc = self._loc(f.loc)
+        lines.append(f"{ind}}}) {{{body}}} : () -> (){loc}")
+
+    def _block_header(self, g: Graph, lines: list[str], ind: str, use_arg_names: bool) -> None:
+        parts = []
+        taken = set(self._names.values())
+        for i, a in enumerate(g.args):
+            name = a.name if use_arg_names and a.name and _SSA.fullmatch(a.name) and not a.name.isdigit() else None
+            if name is None or f"%{name}" in taken:
+                name = f"arg{self._counter}"
+                self._counter += 1
+            self._names[id(a)] = f"%{name}"
+            taken.add(f"%{name}")
+            parts.append(f"%{name}: {a.type}")
+        lines.append(f"{ind}^bb0({', '.join(parts)}):")
+
+    def _ops(self, g: Graph, lines: list[str], ind: str) -> None:
+        for op in g:
+            self._op(op, lines, ind)
+
+    def _value(self, v: Value) -> str:
+        n = self._names.get(id(v))
+        if n is not None:
+            return n
+        return "%<<undefined>>"
+
+    def _op(self, op: Op, lines: list[str], ind: str) -> None:
+        res = ""
+        if op.results:
+            base = f"%{self._counter}"
+            self._counter += 1
+            if len(op.results) == 1:
+                self._names[id(op.results[0])] = base
+            else:
+                for i, r in enumerate(op.results):
+                    self._names[id(r)] = f"{base}#{i}"
+            res = (base if len(op.results) == 1 else f"{base}:{len(op.results)}") + " = "
+        operands = ", ".join(self._value(v) for v in op.operands)
+        head = f'{ind}{res}"{op.name}"({operands})'
+        attrs = self._attr_dict(op.attrs)
+        sig = "(" + ", ".join(str(v.type) for v in op.operands) + ") -> " + _results_type(op.result_types)
+        loc = self._loc(op.loc)
+        if op.regions:
+            lines.append(head + " ({")
+            for k, r in enumerate(op.regions):
+                if k:
+                    lines.append(f"{ind}}}, {{")
+                self._block_header(r, lines, ind, use_arg_names=False)
+                self._ops(r, lines, ind + "  ")
+            lines.append(f"{ind}}})" + (f" {attrs}" if attrs else "") + f" : {sig}{loc}")
+        else:
+            lines.append(head + (f" {attrs}" if attrs else "") + f" : {sig}{loc}")
+
+    def _loc(self, loc: Location) -> str:
+        if not self.print_locations or loc.is_unknown:
+            return ""
+        return " " + location_str(loc)
+
+    # -- attributes --------------------------------------------------------------
+    def _attr_dict(self, attrs: Any) -> str:
+        if not attrs:
+            return ""
+        return "{" + ", ".join(f"{_key(k)} = {self.attr(v)}" for k, v in sorted(attrs.items())) + "}"
+
+    def attr(self, v: Any) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, int):
+            return f"{v} : i64"
+        if isinstance(v, float):
+            return f"{format_float(v)} : f64"
+        if isinstance(v, str):
+            return escape_string(v)
+        if isinstance(v, DType):
+            return str(v)
+        if isinstance(v, TensorType):
+            return str(v)
+        if isinstance(v, SymDim):
+            return escape_string(str(v))
+        if isinstance(v, Dense):
+            return self.dense(v)
+        if isinstance(v, tuple):
+            if v and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+                return "array<i64: " + ", ".join(map(str, v)) + ">"
+            if not v:
+                return "array<i64>"
+            if all(isinstance(x, float) for x in v):
+                return "array<f64: " + ", ".join(format_float(x) for x in v) + ">"
+            return "[" + ", ".join(self.attr(x) for x in v) + "]"
+        raise TypeError(f"cannot print attribute {v!r}")
+
+    def dense(self, d: Dense) -> str:
+        t = d.type
+        if d.size <= self.inline_limit or d.is_splat:
+            return f"dense<{dense_literal(d)}> : {t}"
+        name = self._resource_name(d)
+        self.resources[name] = d
+        return f"dense_resource<{name}> : {t}"
+
+    def _resource_name(self, d: Dense) -> str:
+        base = d.resource or "__ik_const"
+        base = re.sub(r"[^A-Za-z0-9_$.]", "_", base)
+        if not _BARE.fullmatch(base):
+            base = "_" + base
+        name, k = base, 0
+        dig = d.digest()
+        while name in self._used_resource_names and self._used_resource_names[name] != dig:
+            k += 1
+            name = f"{base}_{k}"
+        self._used_resource_names[name] = dig
+        return name
+
+
+def _key(k: str) -> str:
+    return k if _BARE.fullmatch(k) else escape_string(k)
+
+
+def _results_type(types: Iterable[TensorType]) -> str:
+    ts = list(types)
+    if len(ts) == 1:
+        return str(ts[0])
+    return "(" + ", ".join(map(str, ts)) + ")"
+
+
+def _elem(x: Any, dt: DType) -> str:
+    if dt.is_bool:
+        return "true" if bool(x) else "false"
+    if dt.is_int:
+        return str(int(x))
+    return format_float(float(x), dt)
+
+
+def dense_literal(d: Dense) -> str:
+    """The body of ``dense<...>``: a splat scalar or nested lists."""
+    a = d.array
+    dt = d.dtype
+    if d.is_splat and a.size >= 1:
+        return _elem(a.reshape(-1)[0], dt)
+    if a.ndim == 0:
+        return _elem(a.item(), dt)
+
+    def rec(x: np.ndarray) -> str:
+        if x.ndim == 1:
+            return "[" + ", ".join(_elem(e, dt) for e in x.tolist()) + "]"
+        return "[" + ", ".join(rec(s) for s in x) + "]"
+
+    if a.size == 0:
+        return "[]"
+    vals = a.astype(np.float32) if dt is DType.bf16 else a
+    return rec(vals)
+
+
+def resource_section(resources: dict[str, Dense]) -> str:
+    """MLIR's ``dialect_resources`` section: hex blobs prefixed by their alignment."""
+    lines = ["", "{-#", "  dialect_resources: {", "    builtin: {"]
+    items = sorted(resources.items())
+    for i, (name, d) in enumerate(items):
+        align = max(d.dtype.itemsize, 1)
+        blob = align.to_bytes(4, "little") + np.ascontiguousarray(d.array).tobytes()
+        sep = "," if i < len(items) - 1 else ""
+        lines.append(f'      {name}: "0x{blob.hex().upper()}"{sep}')
+    lines += ["    }", "  }", "#-}", ""]
+    return "\n".join(lines)
+
+
+def print_module(m: Module, **options: Any) -> str:
+    """The text of ``m`` (large constants inlined as a resource section)."""
+    options.setdefault("inline_resources", True)
+    return Printer(**options).module(m)
+
+
+__all__ = ["Printer", "print_module", "format_float", "escape_string", "type_str", "location_str",
+           "dense_literal", "resource_section", "INLINE_LIMIT"]

@@ -1,0 +1,233 @@
+"""``canonicalize``: local algebra, shape-op chains and small constant folding.
+
+The algebra is a rule table (see ``RULES``); structural rewrites that need a
+little code (composing transposes, folding constants) are patterns below it.
+Passes that bring exporter spellings to one canonical form (attention scale,
+masks, softmax) add their patterns through :data:`EXTRA_PATTERN_PROVIDERS`, so
+canonicalize stays the one place that runs them all to a fixed point.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from irkit.ir.core import Dense, Op, Value
+from irkit.ir.ops import OPS
+from irkit.ir.types import DType
+from irkit.passmanager import Pass, PassContext, register_pass
+from irkit.rewrite import C, Fail, Match, P, Pattern, Rewriter, Rule, RewriteReport, apply_patterns, rule_patterns
+from irkit.rewrite.rules import V, X
+
+
+def _new(rw: Rewriter, root: Op, name: str, operands: list[Value], **attrs) -> Value:
+    return rw.create(root, name, operands, attrs).results[0]
+
+
+def _same_type(a: str, b: str = "__root__") -> Callable[[Op, Match], bool]:
+    return lambda op, m: m[a].type == op.results[0].type
+
+
+# Exact widening conversions: casting through them loses nothing.
+_WIDENS: dict[DType, set[DType]] = {
+    DType.bool: {DType.i8, DType.i32, DType.i64, DType.f16, DType.bf16, DType.f32, DType.f64},
+    DType.i8: {DType.i32, DType.i64, DType.f16, DType.bf16, DType.f32, DType.f64},
+    DType.i32: {DType.i64, DType.f64},
+    DType.f16: {DType.f32, DType.f64},
+    DType.bf16: {DType.f32, DType.f64},
+    DType.f32: {DType.f64},
+}
+
+
+def _cast_chain(rw: Rewriter, op: Op, m: Match) -> Value:
+    x = m["x"]
+    to = op.attrs["to"]
+    if x.type.dtype == to:
+        return x
+    return _new(rw, op, "ik.cast", [x], to=to)
+
+
+def _compose_transpose(rw: Rewriter, op: Op, m: Match) -> Value:
+    inner = m["t"]
+    p1, p2 = inner.attrs["perm"], op.attrs["perm"]
+    perm = tuple(p1[i] for i in p2)
+    x = inner.operand(0)
+    if perm == tuple(range(len(perm))):
+        return x
+    return _new(rw, op, "ik.transpose", [x], perm=perm)
+
+
+def _reshape_chain(rw: Rewriter, op: Op, m: Match) -> Value:
+    x = m["r"].operand(0)
+    if x.type.shape == op.results[0].type.shape:
+        return x
+    return _new(rw, op, "ik.reshape", [x], shape=op.attrs["shape"])
+
+
+def _broadcast_chain(rw: Rewriter, op: Op, m: Match) -> Value:
+    return _new(rw, op, "ik.broadcast", [m["b"].operand(0)], shape=op.attrs["shape"])
+
+
+def _rsqrt(rw: Rewriter, op: Op, m: Match) -> Value:
+    return _new(rw, op, "ik.rsqrt", [m["x"]])
+
+
+def _square(rw: Rewriter, op: Op, m: Match) -> Value:
+    return _new(rw, op, "ik.mul", [m["x"], m["x"]])
+
+
+def _sqrt(rw: Rewriter, op: Op, m: Match) -> Value:
+    return _new(rw, op, "ik.sqrt", [m["x"]])
+
+
+def _is_float_op(op: Op, m: Match) -> bool:
+    return op.results[0].type.dtype.is_float and _same_type("x")(op, m)
+
+
+def _identity_perm(op: Op) -> bool:
+    return tuple(op.attrs["perm"]) == tuple(range(len(op.attrs["perm"])))
+
+
+def _full_slice(op: Op) -> bool:
+    t = op.operand(0).type
+    step = op.attrs.get("step") or (1,) * t.rank
+    return all(s == 0 and lim == d and st == 1 for s, lim, st, d in zip(op.attrs["start"], op.attrs["limit"], step, t.shape))
+
+
+RULES: list[Rule] = [
+    Rule("add-zero", P("ik.add", X, C(0.0)), "x"),
+    Rule("sub-zero", P("ik.sub", X, C(0.0)), "x"),
+    Rule("mul-one", P("ik.mul", X, C(1.0)), "x"),
+    Rule("div-one", P("ik.div", X, C(1.0)), "x"),
+    Rule("pow-one", P("ik.pow", X, C(1.0)), "x"),
+    Rule("pow-two", P("ik.pow", X, C(2.0)), _square, guard=_same_type("x")),
+    Rule("pow-half", P("ik.pow", X, C(0.5)), _sqrt, guard=_is_float_op),
+    Rule("pow-neg-half", P("ik.pow", X, C(-0.5)), _rsqrt, guard=_is_float_op),
+    Rule("one-over-sqrt", P("ik.div", C(1.0), P("ik.sqrt", X)), _rsqrt, guard=_same_type("x")),
+    Rule("reciprocal-sqrt", P("ik.reciprocal", P("ik.sqrt", X)), _rsqrt),
+    Rule("neg-neg", P("ik.neg", P("ik.neg", X)), "x"),
+    Rule("not-not", P("ik.not", P("ik.not", X)), "x"),
+    Rule("dropout", P("ik.dropout", X), "x"),
+    Rule("cast-noop", P("ik.cast", X, where=lambda op: op.attrs["to"] == op.operand(0).type.dtype), "x"),
+    Rule("cast-cast", P("ik.cast", P("ik.cast", X, where=lambda op: op.attrs["to"] in _WIDENS.get(op.operand(0).type.dtype, ()))),
+         _cast_chain),
+    Rule("transpose-identity", P("ik.transpose", X, where=_identity_perm), "x"),
+    Rule("transpose-transpose", P("ik.transpose", P("ik.transpose", X, name="t")), _compose_transpose),
+    Rule("reshape-noop", P("ik.reshape", X, where=lambda op: op.attrs["shape"] == op.operand(0).type.shape), "x"),
+    Rule("reshape-reshape", P("ik.reshape", P("ik.reshape", X, name="r")), _reshape_chain),
+    Rule("broadcast-noop", P("ik.broadcast", X, where=lambda op: op.attrs["shape"] == op.operand(0).type.shape), "x"),
+    Rule("broadcast-broadcast", P("ik.broadcast", P("ik.broadcast", X, name="b")), _broadcast_chain),
+    Rule("slice-full", P("ik.slice", X, where=_full_slice), "x"),
+    Rule("where-same", P("ik.where", V("c"), X, X), "x",
+         guard=_same_type("x")),
+]
+
+
+
+class ConstantOperandRight(Pattern):
+    """Commutative ops keep a constant operand on the right: add(C, x) -> add(x, C)."""
+
+    name = "constant-right"
+
+    def match(self, op: Op) -> Match | Fail:
+        d = OPS.get(op.name)
+        if d is None or not d.has("commutative") or op.num_operands != 2:
+            return Fail("not a commutative binary op")
+        a, b = op.operands
+        is_c = lambda v: v.producer is not None and v.producer.name == "ik.constant"  # noqa: E731
+        if is_c(a) and not is_c(b):
+            return Match()
+        return Fail("constant is already on the right")
+
+    def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
+        a, b = op.operands
+        rw.set_operand(op, 0, b)
+        rw.set_operand(op, 1, a)
+
+
+class SingleConcat(Pattern):
+    name = "concat-single"
+    roots = ("ik.concat",)
+
+    def match(self, op: Op) -> Match | Fail:
+        return Match() if op.num_operands == 1 else Fail("more than one operand")
+
+    def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
+        rw.replace_op(op, [op.operand(0)])
+
+
+FOLD_LIMIT = 4096
+"""Constant-fold an op only when its results hold at most this many elements."""
+
+
+class FoldConstants(Pattern):
+    """Evaluate a pure op whose operands are all constants (small results only)."""
+
+    name = "fold-constants"
+
+    def match(self, op: Op) -> Match | Fail:
+        d = OPS.get(op.name)
+        if d is None or not d.has("pure") or d.has("source") or op.num_operands == 0:
+            return Fail("not a foldable op")
+        if any(v.producer is None or v.producer.name != "ik.constant" for v in op.operands):
+            return Fail("an operand is not constant")
+        for r in op.results:
+            if not r.type.is_static or r.type.num_elements() > FOLD_LIMIT:
+                return Fail("result too large to fold")
+        for v in op.operands:
+            dense = v.producer.attrs["value"]  # type: ignore[union-attr]
+            if not dense.is_splat and dense.size > FOLD_LIMIT:
+                return Fail("operand too large to fold")
+        return Match()
+
+    def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
+        from irkit.interp import Interpreter
+
+        ins = [v.producer.attrs["value"].array for v in op.operands]  # type: ignore[union-attr]
+        try:
+            outs = Interpreter()._op(op, ins, {})
+        except Exception:
+            return  # leave it: the interpreter will report the error at run time
+        new = []
+        for r, y in zip(op.results, outs):
+            arr = np.ascontiguousarray(y)
+            d = Dense(arr, r.type.dtype)
+            if arr.size > 1 and d.is_splat:
+                d = Dense.splat(arr.reshape(-1)[0], arr.shape, r.type.dtype)
+            new.append(rw.create(op, "ik.constant", [], {"value": d}).results[0])
+        rw.replace_op(op, new)
+
+
+EXTRA_PATTERN_PROVIDERS: list[Callable[[], list[Pattern]]] = []
+"""Functions returning more canonicalisation patterns (attention spellings, masks...)."""
+
+
+def canonicalization_patterns() -> list[Pattern]:
+    pats: list[Pattern] = [*rule_patterns(RULES), ConstantOperandRight(), SingleConcat(), FoldConstants()]
+    for provider in EXTRA_PATTERN_PROVIDERS:
+        pats.extend(provider())
+    return pats
+
+
+@register_pass("canonicalize")
+@dataclass(frozen=True)
+class Canonicalize(Pass):
+    """Simplify algebra, collapse reshape/transpose/cast chains, fold small constants.
+
+    before: %1 = "ik.transpose"(%0) {perm = array<i64: 1, 0>} ...
+            %2 = "ik.transpose"(%1) {perm = array<i64: 1, 0>} ...
+            %3 = "ik.mul"(%2, %one) ...
+    after:  (uses of %3 read %0 directly)
+    """
+
+    max_rewrites: int = 0
+    """Bound on rewrites per function (0: 20 x ops + 1000)."""
+
+    def run(self, module, ctx: PassContext) -> bool:
+        rep = RewriteReport()
+        changed = apply_patterns(module, canonicalization_patterns(), report=rep, explain=ctx.explain,
+                                 max_rewrites=self.max_rewrites or None)
+        ctx.absorb(rep)
+        return changed

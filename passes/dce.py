@@ -1,0 +1,40 @@
+"""``dce``: dead code elimination."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from irkit.ir.core import Graph, Module
+from irkit.passmanager import Pass, PassContext, register_pass
+from irkit.rewrite.driver import is_trivially_dead
+
+
+def _dce_graph(g: Graph) -> int:
+    removed = 0
+    op = g._last
+    while op is not None:
+        prev = op.prev
+        for r in op.regions:
+            removed += _dce_graph(r)
+        if is_trivially_dead(op):
+            g.erase(op)
+            removed += 1
+        op = prev
+    return removed
+
+
+@register_pass("dce")
+@dataclass(frozen=True)
+class DCE(Pass):
+    """Erase pure ops whose results are never used.
+
+    before: %1 = "ik.exp"(%0) ...   (no users)
+            "func.return"(%0) ...
+    after:  "func.return"(%0) ...
+    """
+
+    def run(self, module: Module, ctx: PassContext) -> bool:
+        n = sum(_dce_graph(f.body) for f in module.functions)
+        if n:
+            ctx.count("ops-erased", n)
+        return n > 0
