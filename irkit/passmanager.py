@@ -504,8 +504,11 @@ class PassManager:
                  "                         ... Statistics Collected ...",
                  "===-------------------------------------------------------------------------==="]
         for pname, d in self.ctx.stats.items():
+            shown = [(k, v) for k, v in sorted(d.items()) if v and not k.endswith(".tried")]
+            if not shown:
+                continue
             lines.append(f"{pname}")
-            for k, v in sorted(d.items()):
+            for k, v in shown:
                 lines.append(f"  {v:>8}  {k}")
         if len(lines) == 3:
             lines.append("  (no statistics)")

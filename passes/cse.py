@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from irkit.ir.core import Graph, Module
 from irkit.ir.ops import OPS
@@ -42,6 +43,9 @@ class CSE(Pass):
     after:  %1 = "ik.exp"(%0) ...
             %3 = "ik.add"(%1, %1) ...
     """
+
+    exact: ClassVar[bool] = True
+    """Never changes arithmetic: results are bitwise identical."""
 
     def run(self, module: Module, ctx: PassContext) -> bool:
         n = sum(_cse_graph(f.body, ctx) for f in module.functions)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from irkit.ir.core import Graph, Module
 from irkit.passmanager import Pass, PassContext, register_pass
@@ -32,6 +33,9 @@ class DCE(Pass):
             "func.return"(%0) ...
     after:  "func.return"(%0) ...
     """
+
+    exact: ClassVar[bool] = True
+    """Never changes arithmetic: results are bitwise identical."""
 
     def run(self, module: Module, ctx: PassContext) -> bool:
         n = sum(_dce_graph(f.body) for f in module.functions)
