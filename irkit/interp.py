@@ -129,7 +129,9 @@ class Interpreter:
             if op.name == "ik.constant" and op.attrs["value"].dtype.is_float:
                 return [op.attrs["value"].array.astype(np.float64)]
             ins = [x.astype(np.float64) if (x.dtype.kind == "f" or x.dtype == DType.bf16.np) else x for x in ins]
-        ctx = RefContext(types, shapes, b, self._region, op)
+        # Regions see the enclosing bindings: a region argument may carry only
+        # compound dims (B*S), which cannot bind B and S on their own.
+        ctx = RefContext(types, shapes, b, lambda g, xs: self._region(g, xs, b), op)
         try:
             outs = d.ref(ins, d.with_defaults(op.attrs), ctx)
         except (IndexError, ValueError, TypeError) as e:
@@ -145,8 +147,8 @@ class Interpreter:
             res.append(y)
         return res
 
-    def _region(self, g: Graph, xs: list[np.ndarray]) -> list[np.ndarray]:
-        b: dict[str, int] = {}
+    def _region(self, g: Graph, xs: list[np.ndarray], outer: Mapping[str, int] | None = None) -> list[np.ndarray]:
+        b: dict[str, int] = dict(outer or {})
         for a, x in zip(g.args, xs):
             for d, n in zip(a.type.shape, x.shape):
                 if isinstance(d, SymDim) and d.is_symbol:

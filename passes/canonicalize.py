@@ -205,6 +205,10 @@ EXTRA_PATTERN_PROVIDERS: list[Callable[[], list[Pattern]]] = []
 
 
 def canonicalization_patterns() -> list[Pattern]:
+    # Providers register when their pass modules are imported; make sure they all are.
+    from irkit.passmanager import load_builtin_passes
+
+    load_builtin_passes()
     pats: list[Pattern] = [*rule_patterns(RULES), ConstantOperandRight(), SingleConcat(), FoldConstants()]
     for provider in EXTRA_PATTERN_PROVIDERS:
         pats.extend(provider())

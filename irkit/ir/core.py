@@ -91,13 +91,13 @@ _UNKNOWN = Location()
 class Dense:
     """An immutable dense tensor attribute (a constant's value).
 
-    The array is stored read-only.  A splat (every element equal) is stored as a
-    zero-stride broadcast view, so a declared huge shape costs nothing until a
-    kernel materialises it.  ``resource`` names the entry when the value lives in
-    a safetensors sidecar (``dense_resource<name>``).
+    The array is stored read-only.  A splat (every element equal) keeps only its
+    scalar and shape: a declared huge shape costs nothing, and ``array`` gives a
+    zero-stride view only when a kernel asks for it.  ``resource`` names the
+    entry when the value lives in a safetensors sidecar (``dense_resource<name>``).
     """
 
-    __slots__ = ("_array", "dtype", "resource", "_digest")
+    __slots__ = ("_array", "_scalar", "_shape", "dtype", "resource", "_digest", "_is_splat")
 
     def __init__(self, array: np.ndarray, dtype: DType | None = None, resource: str | None = None):
         dt = dtype or DType.from_numpy(array.dtype)
@@ -107,69 +107,90 @@ class Dense:
             # Copy so that nobody holding the caller's array can change a constant.
             array = np.array(array, copy=True, order="C")
             array.flags.writeable = False
-        self._array = array
+        self._array: np.ndarray | None = array
+        self._scalar: np.ndarray | None = None
+        self._shape = tuple(int(d) for d in array.shape)
         self.dtype = dt
         self.resource = resource
         self._digest: bytes | None = None
+        self._is_splat: bool | None = None
 
     @staticmethod
     def splat(value: Any, shape: Sequence[int], dtype: DType) -> Dense:
-        scalar = np.array(value, dtype=dtype.np)
-        view = np.broadcast_to(scalar, tuple(shape))
         d = Dense.__new__(Dense)
-        d._array = view  # broadcast_to views are read-only already
+        d._array = None
+        d._scalar = np.array(value, dtype=dtype.np)
+        d._shape = tuple(int(s) for s in shape)
         d.dtype = dtype
         d.resource = None
         d._digest = None
+        d._is_splat = True
         return d
 
     @property
     def array(self) -> np.ndarray:
+        if self._array is None:
+            assert self._scalar is not None
+            # A zero-stride read-only view; NumPy refuses shapes beyond its index range.
+            self._array = np.broadcast_to(self._scalar, self._shape)
         return self._array
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(self._array.shape)
+        return self._shape
 
     @property
     def type(self) -> TensorType:
-        return TensorType(self.shape, self.dtype)
+        return TensorType(self._shape, self.dtype)
 
     @property
     def size(self) -> int:
-        return int(self._array.size)
+        n = 1
+        for s in self._shape:
+            n *= s
+        return n
 
     @property
     def is_splat(self) -> bool:
-        a = self._array
-        if a.size <= 1:
+        if self._is_splat is None:
+            self._is_splat = self._compute_is_splat()
+        return self._is_splat
+
+    def _compute_is_splat(self) -> bool:
+        if self._scalar is not None or self.size <= 1:
             return True
-        if all(s == 0 for s in a.strides):
+        a = self.array
+        if all(st == 0 for st in a.strides):
             return True
         flat = a.reshape(-1)
         first = flat[0]
         if a.dtype.kind == "f" or a.dtype == DType.bf16.np:
-            return bool(np.all((flat == first) | (np.isnan(flat.astype(np.float32)) & np.isnan(np.float32(first)))))
+            f32 = flat.astype(np.float32)
+            return bool(np.all((f32 == f32[0]) | (np.isnan(f32) & np.isnan(f32[0]))))
         return bool(np.all(flat == first))
 
     def splat_value(self) -> Any:
-        return self._array.reshape(-1)[0].item() if self._array.size else None
+        if self._scalar is not None:
+            return self._scalar.item()
+        return self.array.reshape(-1)[0].item() if self.size else None
 
     def with_resource(self, name: str | None) -> Dense:
         d = Dense.__new__(Dense)
-        d._array, d.dtype, d.resource, d._digest = self._array, self.dtype, name, self._digest
+        d._array, d._scalar, d._shape = self._array, self._scalar, self._shape
+        d.dtype, d.resource, d._digest, d._is_splat = self.dtype, name, self._digest, self._is_splat
         return d
 
     def digest(self) -> bytes:
         if self._digest is None:
             h = hashlib.blake2b(digest_size=16)
             h.update(str(self.dtype).encode())
-            h.update(repr(self.shape).encode())
-            if self.size and all(s == 0 for s in self._array.strides):
+            h.update(repr(self._shape).encode())
+            if self._scalar is not None or (self.size and all(st == 0 for st in self.array.strides)):
                 h.update(b"splat")
-                h.update(np.ascontiguousarray(self._array.reshape(-1)[:1]).tobytes())
+                v = self._scalar if self._scalar is not None else self.array.reshape(-1)[:1]
+                h.update(np.ascontiguousarray(v).tobytes())
             else:
-                h.update(np.ascontiguousarray(self._array).tobytes())
+                h.update(np.ascontiguousarray(self.array).tobytes())
             self._digest = h.digest()
         return self._digest
 
@@ -264,6 +285,17 @@ class Value:
             op._operands[i] = new
             new.uses.append((op, i))
         self.uses.clear()
+
+    def replace_all_uses_except(self, new: Value, keep: Op) -> None:
+        """Like :meth:`replace_all_uses_with`, but ``keep`` goes on using this value."""
+        kept = []
+        for op, i in list(self.uses):
+            if op is keep:
+                kept.append((op, i))
+                continue
+            op._operands[i] = new
+            new.uses.append((op, i))
+        self.uses = kept
 
     def __repr__(self) -> str:
         where = self.producer.name if self.producer else f"arg {self.name or self.index}"

@@ -1120,6 +1120,31 @@ register_op(OpDef(
 
 
 # ---------------------------------------------------------------------------
+# Dimension values (added for the JAX frontend): shape-polymorphic code uses a
+# symbolic dim as data, e.g. jnp.mean over a dim of size S divides by S
+# (jaxpr `dim_as_value`, StableHLO `get_dimension_size`).
+
+
+def _dim_value_infer(ts, a):
+    if len(a["dim"]) != 1:
+        raise OpError(f"attribute 'dim' must hold exactly one dimension, got {len(a['dim'])}")
+    dt: DType = a.get("dtype", DType.i64)
+    if dt.is_bool:
+        raise OpError("dtype must be numeric, got i1")
+    return [TensorType((), dt)]
+
+
+def _dim_value_ref(xs, a, ctx):
+    return [np.array(eval_dim(a["dim"][0], ctx.bindings), dtype=ctx.out_types[0].dtype.np)]
+
+
+register_op(OpDef("ik.dim_value", "the value of a (symbolic) dimension as a rank-0 tensor", (),
+                  _dim_value_infer, _dim_value_ref, _NO_COST,
+                  attrs={"dim": AttrSpec("dims"), "dtype": AttrSpec("dtype", DType.i64)},
+                  traits=frozenset({"pure", "source"})))
+
+
+# ---------------------------------------------------------------------------
 # Regions and terminators
 
 
@@ -1154,8 +1179,30 @@ register_op(OpDef("func.return", "function return", ("values*",), lambda ts, a: 
 # Entry points used by the verifier, the builder and the interpreter
 
 
+_INFER_CACHE: dict[tuple, list[TensorType]] = {}
+
+
 def infer_types(name: str, operand_types: Sequence[TensorType], attrs: Mapping[str, Any]) -> list[TensorType]:
-    """Result types of op ``name``; raises :class:`OpError` with a reason."""
+    """Result types of op ``name``; raises :class:`OpError` with a reason.
+
+    Results are memoised on (name, operand types, attributes): inference is a
+    pure function of those, and Transformer layers repeat the same few shapes.
+    """
+    if name == "ik.constant" or not operand_types:
+        return _infer_types(name, operand_types, attrs)
+    try:
+        key = (name, tuple(operand_types), tuple(attrs.items()))
+        hit = _INFER_CACHE.get(key)
+    except TypeError:  # an unhashable attribute value (bad input): no caching
+        return _infer_types(name, operand_types, attrs)
+    if hit is None:
+        hit = _infer_types(name, operand_types, attrs)
+        if len(_INFER_CACHE) < 100_000:
+            _INFER_CACHE[key] = hit
+    return list(hit)
+
+
+def _infer_types(name: str, operand_types: Sequence[TensorType], attrs: Mapping[str, Any]) -> list[TensorType]:
     d = get_op(name)
     check_operand_count(d, len(operand_types), attrs)
     full = d.with_defaults(attrs)

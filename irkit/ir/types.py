@@ -392,6 +392,15 @@ class TensorType:
         return TensorType(self.shape, dtype)
 
     def __str__(self) -> str:
+        cached = _TYPE_STR.get(self)
+        if cached is not None:
+            return cached
+        text = self._text()
+        if len(_TYPE_STR) < 200_000:
+            _TYPE_STR[self] = text
+        return text
+
+    def _text(self) -> str:
         from_dims = "x".join("?" if isinstance(d, SymDim) else str(d) for d in self.shape)
         body = f"{from_dims}x{self.dtype}" if self.shape else str(self.dtype)
         syms = [d for d in self.shape if isinstance(d, SymDim)]
@@ -399,6 +408,9 @@ class TensorType:
             enc = ", ".join(f'"{d}"' for d in syms)
             return f"tensor<{body}, [{enc}]>"
         return f"tensor<{body}>"
+
+
+_TYPE_STR: dict[TensorType, str] = {}
 
 
 def broadcast_shapes(*shapes: Sequence[Dim]) -> tuple[Dim, ...]:

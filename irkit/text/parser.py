@@ -26,6 +26,7 @@ class ParseError(ValueError):
     """A syntax or semantic error at a position in the input text."""
 
     def __init__(self, message: str, filename: str, text: str, offset: int):
+        message = message.replace("\n", "\\n")
         self.message = message
         self.filename = filename
         line = text.count("\n", 0, offset) + 1
@@ -54,7 +55,7 @@ _TOKEN = re.compile(
     r"""
     (?P<ws>(?:\s+|//[^\n]*)+)
   | (?P<string>"(?:[^"\\\n]|\\.)*")
-  | (?P<tensor>tensor<[^<>"]*(?:"[^"\n]*"[^<>"]*)*>)
+  | (?P<tensor>tensor<[^<>"\n]*(?:"[^"\n]*"[^<>"\n]*)*>)
   | (?P<value>%[A-Za-z0-9_$.\-]+(?:\#[0-9]+)?)
   | (?P<block>\^[A-Za-z0-9_$.\-]+)
   | (?P<pragma>\{-\#|\#-\})
@@ -102,6 +103,8 @@ def _tokenize(text: str, filename: str) -> list[_Tok]:
 
 def unescape_string(s: str) -> str:
     """Decode an MLIR string literal body (``\\"``, ``\\\\``, ``\\n``, ``\\XX`` hex bytes)."""
+    if "\\" not in s:
+        return s
     out = bytearray()
     i = 0
     while i < len(s):
@@ -148,8 +151,10 @@ class Parser:
                  resource_loader: Callable[[], Mapping[str, np.ndarray]] | None = None):
         self.text = text
         self.filename = filename
-        self.toks = _tokenize(text, filename)
+        self.toks: list[_Tok] = []
         self.i = 0
+        self._lexpos = 0
+        self._eof = False
         self._external_resources = resources
         self._resource_loader = resource_loader
         self._pending_resources: list[tuple[Op, str, str, TensorType, int]] = []
@@ -157,22 +162,53 @@ class Parser:
         self._pending_locs: list[tuple[Any, str, int]] = []
 
     # -- token helpers -----------------------------------------------------------
+    def _fill(self, k: int) -> None:
+        """Lex lazily until ``toks[i + k]`` exists (the fast op path skips lexing)."""
+        toks, text = self.toks, self.text
+        n = len(text)
+        while len(toks) <= self.i + k:
+            if self._eof:
+                toks.append(_Tok("eof", "", n))
+                continue
+            pos = self._lexpos
+            while True:
+                if pos >= n:
+                    toks.append(_Tok("eof", "", n))
+                    self._eof = True
+                    break
+                m = _TOKEN.match(text, pos)
+                if m is None:
+                    raise ParseError(f"unexpected character {text[pos]!r}", self.filename, text, pos)
+                kind = m.lastgroup
+                pos = m.end()
+                if kind == "ws":
+                    continue
+                toks.append(_Tok("punct" if kind == "pragma" else kind, m.group(), m.start()))  # type: ignore[arg-type]
+                break
+            self._lexpos = pos
+
+    def _peek(self, k: int) -> _Tok:
+        self._fill(k)
+        return self.toks[self.i + k]
+
     def error(self, msg: str, tok: _Tok | None = None) -> ParseError:
-        t = tok or self.toks[self.i]
+        t = tok or self.tok
         return ParseError(msg, self.filename, self.text, t.pos)
 
     @property
     def tok(self) -> _Tok:
+        if self.i >= len(self.toks):
+            self._fill(0)
         return self.toks[self.i]
 
     def next(self) -> _Tok:
-        t = self.toks[self.i]
+        t = self.tok
         if t.kind != "eof":
             self.i += 1
         return t
 
     def at(self, text: str) -> bool:
-        t = self.toks[self.i]
+        t = self.tok
         return t.text == text and t.kind in ("punct", "ident")
 
     def accept(self, text: str) -> bool:
@@ -400,7 +436,11 @@ class Parser:
                 scope[n] = v
         else:
             g = Graph()
-        while not self.at("}"):
+        while True:
+            if self.i == len(self.toks) and not self._eof and self._fast_op(g, scope):
+                continue
+            if self.at("}"):
+                break
             if self.tok.kind == "eof":
                 raise self.error("unexpected end of input: missing '}' to close a region")
             self._op(g, scope)
@@ -410,6 +450,85 @@ class Parser:
         return g
 
     # -- ops ----------------------------------------------------------------------------
+    def _fast_op(self, g: Graph, scope: dict[str, Value]) -> bool:
+        """Parse one single-line op in the printer's own layout without the tokenizer.
+
+        Returns False (consuming nothing) whenever the line is not in that exact
+        layout or anything about it is unusual; the general parser then takes
+        the line and reports any error with its position.
+        """
+        m = _FAST_OP.match(self.text, self._lexpos)
+        if m is None:
+            return False
+        res, count, name, ops_txt, attr_txt, ins_txt, outs_txt, loc_txt = m.groups()
+        if name in ("ik.fused",) or (count is not None and res is None):
+            return False
+        try:
+            operands = [scope[o] for o in ops_txt.split(", ")] if ops_txt else []
+            in_types = [_cached_type(t) for t in _TYPE_RE.findall(ins_txt)]
+            if outs_txt.startswith("("):
+                out_types = [_cached_type(t) for t in _TYPE_RE.findall(outs_txt)]
+            else:
+                out_types = [_cached_type(outs_txt)]
+        except (KeyError, ValueError):
+            return False
+        if len(in_types) != len(operands) or any(v.type != t for v, t in zip(operands, in_types)):
+            return False
+        n = int(count) if count else (1 if res else 0)
+        if n != len(out_types) or (res is not None and (res in scope or f"{res}#0" in scope)):
+            return False
+        loc = None
+        if loc_txt is not None:
+            loc = _LOC_CACHE.get(loc_txt)
+            if loc is None:
+                loc = _simple_loc(loc_txt)
+                if loc is None:
+                    return False
+                _LOC_CACHE[loc_txt] = loc
+        attrs: dict[str, Any] = {}
+        pend: list[tuple[str, Any]] = []
+        cached = _ATTR_CACHE.get((name, attr_txt)) if attr_txt is not None else None
+        if cached is not None:
+            attrs = dict(cached)
+        elif attr_txt is not None:
+            saved = (self.toks, self.i, self._lexpos, self._eof)
+            self.toks, self.i, self._lexpos, self._eof = [], 0, m.start("attrs") + 1, False
+            try:
+                attrs = self._attr_entries("}")
+                ok = self._lexpos == m.end("attrs") and self.i == len(self.toks)
+            except ParseError:
+                ok = False
+            finally:
+                self.toks, self.i, self._lexpos, self._eof = saved
+            if not ok:
+                return False
+            try:
+                attrs = self._coerce_attrs(name, attrs, _Tok("string", name, m.start(3)))
+            except ParseError:
+                return False
+            pend = [(k, v) for k, v in attrs.items() if isinstance(v, tuple) and v[:1] == ("__resource__",)]
+            for k, _ in pend:
+                attrs[k] = None
+            if not pend and len(attr_txt) < 400 and len(_ATTR_CACHE) < 50_000:
+                _ATTR_CACHE[(name, attr_txt)] = dict(attrs)
+        op = Op(name, operands, out_types, None, ())
+        from irkit.ir.core import freeze_attrs
+        if attrs:
+            op.attrs = freeze_attrs({k: v for k, v in attrs.items() if v is not None})
+        for k, v in pend:
+            self._pending_resources.append((op, k, v[1], v[2], v[3]))
+        if loc is not None:
+            op.loc = loc
+        g.append(op)
+        if res is not None:
+            if n == 1:
+                scope[res] = op.results[0]
+            else:
+                for j in range(n):
+                    scope[f"{res}#{j}"] = op.results[j]
+        self._lexpos = m.end()
+        return True
+
     def _op(self, g: Graph, scope: dict[str, Value]) -> None:
         results: list[tuple[str, int, _Tok]] = []
         if self.tok.kind == "value":
@@ -445,7 +564,7 @@ class Parser:
         if self.accept("<{"):
             attrs.update(self._attr_entries("}>"))
         regions: list[Graph] = []
-        if self.at("(") and self.toks[self.i + 1].text == "{":
+        if self.at("(") and self._peek(1).text == "{":
             self.next()
             while True:
                 self.expect("{")
@@ -573,7 +692,7 @@ class Parser:
             raise self.error(f"expected a tensor type like tensor<4x?xf32, [\"S\"]>, found '{shown}'")
         self.next()
         try:
-            return parse_tensor_type(t.text)
+            return _cached_type(t.text)
         except ValueError as e:
             raise self.error(str(e), t) from None
 
@@ -811,6 +930,43 @@ class Parser:
         else:
             arr = np.array(vals, dtype=dt.np)
         return Dense(arr.reshape(ty.shape), dt)  # type: ignore[arg-type]
+
+
+_FAST_OP = re.compile(
+    r"[ \t]*(?:\n[ \t]*)*(?:(%[A-Za-z0-9_$.\-]+)(?::(\d+))? = )?\"([A-Za-z0-9_.]+)\"\(((?:%[A-Za-z0-9_$.\-]+(?:#\d+)?(?:, )?)*)\)"
+    r"(?: (?P<attrs>\{[^\n]*?\}))? : \(([^\n]*?)\) -> ((?:\([^\n]*?\))|(?:tensor<[^<>\n]*>))"
+    r"(?: loc\(([^\n]*)\))?[ \t]*(?=\n|\Z)")
+_TYPE_RE = re.compile(r"tensor<[^<>]*>")
+_TYPE_CACHE: dict[str, TensorType] = {}
+_LOC_CACHE: dict[str, Location] = {}
+_ATTR_CACHE: dict[tuple[str, str], dict[str, Any]] = {}
+_SIMPLE_LOC = re.compile(r'"([^"\\]*)"(?::(\d+):(\d+))?(?:\("([^"\\]*)":(\d+):(\d+)\))?\Z')
+
+
+def _cached_type(text: str) -> TensorType:
+    t = _TYPE_CACHE.get(text)
+    if t is None:
+        t = parse_tensor_type(text)
+        if len(_TYPE_CACHE) < 100_000:
+            _TYPE_CACHE[text] = t
+    return t
+
+
+def _simple_loc(text: str) -> Location | None:
+    """``"f":1:2``, ``"name"`` or ``"name"("f":1:2)``; None for anything else."""
+    if text == "unknown":
+        return Location.unknown()
+    m = _SIMPLE_LOC.match(text)
+    if m is None:
+        return None
+    a, line, col, f2, l2, c2 = m.groups()
+    if line is not None and f2 is None:
+        return Location(file=a, line=int(line), col=int(col))
+    if line is None and f2 is not None:
+        return Location(file=f2, line=int(l2), col=int(c2), name=a)
+    if line is None and f2 is None:
+        return Location(name=a)
+    return None
 
 
 def _static_numel(t: TensorType) -> int | None:

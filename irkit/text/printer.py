@@ -25,11 +25,17 @@ from irkit.ir.core import Dense, Function, Graph, Location, Module, Op, Value
 from irkit.ir.types import DType, SymDim, TensorType
 
 INLINE_LIMIT = 16
+_LOC_STR: dict[Location, str] = {}
 _BARE = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*")
 _SSA = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*")
 
 
+_PLAIN = re.compile(r'[ !#-\[\]-~]*\Z')
+
+
 def escape_string(s: str) -> str:
+    if _PLAIN.match(s):
+        return '"' + s + '"'
     out = []
     for ch in s:
         o = ord(ch)
@@ -171,10 +177,11 @@ class Printer:
                 for i, r in enumerate(op.results):
                     self._names[id(r)] = f"{base}#{i}"
             res = (base if len(op.results) == 1 else f"{base}:{len(op.results)}") + " = "
-        operands = ", ".join(self._value(v) for v in op.operands)
+        names = self._names
+        operands = ", ".join([names.get(id(v)) or "%<<undefined>>" for v in op._operands])
         head = f'{ind}{res}"{op.name}"({operands})'
         attrs = self._attr_dict(op.attrs)
-        sig = "(" + ", ".join(str(v.type) for v in op.operands) + ") -> " + _results_type(op.result_types)
+        sig = "(" + ", ".join([str(v.type) for v in op._operands]) + ") -> " + _results_type([r.type for r in op.results])
         loc = self._loc(op.loc)
         if op.regions:
             lines.append(head + " ({")
@@ -190,7 +197,12 @@ class Printer:
     def _loc(self, loc: Location) -> str:
         if not self.print_locations or loc.is_unknown:
             return ""
-        return " " + location_str(loc)
+        s = _LOC_STR.get(loc)
+        if s is None:
+            s = " " + location_str(loc)
+            if len(_LOC_STR) < 100_000:
+                _LOC_STR[loc] = s
+        return s
 
     # -- attributes --------------------------------------------------------------
     def _attr_dict(self, attrs: Any) -> str:
@@ -268,10 +280,10 @@ def _elem(x: Any, dt: DType) -> str:
 
 def dense_literal(d: Dense) -> str:
     """The body of ``dense<...>``: a splat scalar or nested lists."""
-    a = d.array
     dt = d.dtype
-    if d.is_splat and a.size >= 1:
-        return _elem(a.reshape(-1)[0], dt)
+    if d.is_splat and d.size >= 1:
+        return _elem(d.splat_value(), dt)
+    a = d.array
     if a.ndim == 0:
         return _elem(a.item(), dt)
 

@@ -1,0 +1,527 @@
+"""The JAX frontend: a JAX function (through its jaxpr), StableHLO text or an
+``Exported`` artifact, or XLA's HLO text, imported as an irkit :class:`Module`.
+
+Design note: :func:`import_jax` traces ``fn`` with :func:`jax.make_jaxpr` and
+walks the equations once.  Call-like primitives (``jit``/``pjit``,
+``closed_call``, ``custom_jvp_call``, ``custom_vjp_call``, ``remat``) are
+inlined; every other primitive maps to IR through :class:`~irkit.frontends.
+jax_emit.Emitter`, which the StableHLO importer shares, so both paths agree on
+XLA semantics.  Closed-over arrays become ``ik.constant``, named after where
+they live in the function's closure (``h.0.attn.c_attn.weight`` for a params
+dict), else ``const_N``.  Each op's location is the user's frame from the
+equation's ``source_info`` (``model.py:42:8``), named by the JAX name stack.
+Shape polymorphism (``polymorphic_shapes="B, S"`` strings, or
+``jax.ShapeDtypeStruct`` arguments with ``jax.export.symbolic_shape`` dims)
+gives symbolic dims; ``B*S`` and ``S - 1`` become :class:`SymDim` polynomials.
+An equation that cannot be translated is recorded and the walk goes on, so
+one :class:`UnsupportedOpsError` lists them all with counts and locations.
+
+The StableHLO and HLO importers live in :mod:`irkit.frontends.jax_stablehlo`
+and are re-exported here.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import os
+import traceback
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from irkit.frontends.common import FrontendError, UnsupportedOps, record_symbol_examples, sanitize_name
+from irkit.frontends.jax_emit import Emitter, Unsupported, check_result_type, ir_dtype, remove_dead_ops, sym_dim
+from irkit.frontends.jax_stablehlo import import_hlo, import_stablehlo
+from irkit.ir.builder import Builder
+from irkit.ir.core import Function, Graph, Location, Module, Value
+from irkit.ir.types import Dim, SymDim, TensorType
+from irkit.ir.verify import verify
+
+
+def _jax() -> Any:
+    try:
+        import jax
+        import jax.extend.core  # noqa: F401 - registers jax.extend.core
+    except ImportError as e:  # pragma: no cover - jax is an optional dependency
+        raise FrontendError(f"the JAX frontend needs jax: {e} (pip install 'irkit[jax]')") from None
+    return jax
+
+
+def _tensor_type(aval: Any) -> TensorType:
+    return TensorType(tuple(sym_dim(d) for d in aval.shape), ir_dtype(aval.dtype))
+
+
+# ---------------------------------------------------------------------------
+# Names of arguments and constants
+
+
+def _key_str(k: Any) -> str:
+    for attr in ("key", "name", "idx"):
+        if hasattr(k, attr):
+            return str(getattr(k, attr))
+    return str(k)
+
+
+def _arg_names(fn: Callable[..., Any], paths: Sequence[tuple[Any, ...]], n_args: int) -> list[str]:
+    """``params.wte.weight``, ``input_ids``: the parameter name, then the pytree path."""
+    try:
+        params = [p for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    out = []
+    for path in paths:
+        idx = int(getattr(path[0], "idx", 0)) if path else 0
+        head = params[idx].name if idx < len(params) else f"arg{idx}"
+        rest = [_key_str(k) for k in path[1:]]
+        out.append(sanitize_name(".".join([head] + rest)))
+    seen: dict[str, int] = {}
+    for i, n in enumerate(out):
+        if n in seen:
+            seen[n] += 1
+            out[i] = f"{n}_{seen[n]}"
+        else:
+            seen[n] = 0
+    return out
+
+
+def _closure_leaves(fn: Any, jax: Any, depth: int = 0) -> list[tuple[str, Any]]:
+    """(name, array) for arrays that ``fn`` closes over: cells, partial args, nested closures."""
+    out: list[tuple[str, Any]] = []
+    if depth > 3 or fn is None:
+        return out
+    if isinstance(fn, functools.partial):
+        for i, a in enumerate(fn.args):
+            out += _pytree_leaves(f"arg{i}", a, jax)
+        for k, a in fn.keywords.items():
+            out += _pytree_leaves(k, a, jax)
+        return out + _closure_leaves(fn.func, jax, depth + 1)
+    fn = getattr(fn, "__wrapped__", fn)
+    code = getattr(fn, "__code__", None)
+    cells = getattr(fn, "__closure__", None) or ()
+    if code is None:
+        return out
+    for name, cell in zip(code.co_freevars, cells):
+        try:
+            v = cell.cell_contents
+        except ValueError:
+            continue
+        if callable(v) and not hasattr(v, "shape"):
+            out += _closure_leaves(v, jax, depth + 1)
+        else:
+            out += _pytree_leaves(name, v, jax)
+    return out
+
+
+def _pytree_leaves(name: str, v: Any, jax: Any) -> list[tuple[str, Any]]:
+    if hasattr(v, "shape") and hasattr(v, "dtype"):
+        return [(name, v)]
+    if not isinstance(v, (dict, list, tuple)):
+        return []
+    try:
+        leaves = jax.tree_util.tree_flatten_with_path(v)[0]
+    except Exception:  # noqa: BLE001 - an odd container is not worth failing the import for
+        return []
+    # Inside a container the path names the array ("wte.weight"); the variable name adds nothing.
+    return [(".".join(_key_str(k) for k in path), leaf) for path, leaf in leaves
+            if hasattr(leaf, "shape") and hasattr(leaf, "dtype")]
+
+
+class _ConstNamer:
+    """Names jaxpr constants by matching them to arrays found in the function's closure.
+
+    A constant matches an array that is the same object, or that has the same
+    shape and, cast to the constant's dtype, the same bytes (``jnp.asarray(w,
+    dtype)`` inside the function makes a new array with the old values).
+    """
+
+    def __init__(self, candidates: Iterable[tuple[str, Any]]):
+        self._by_id: dict[int, str] = {}
+        self._by_shape: dict[tuple[int, ...], list[tuple[str, Any]]] = {}
+        for name, arr in candidates:
+            self._by_id.setdefault(id(arr), name)
+            self._by_shape.setdefault(tuple(int(d) for d in arr.shape), []).append((name, arr))
+        self._digests: dict[tuple[int, str], bytes] = {}
+        self._used: dict[str, int] = {}
+        self._counter = 0
+
+    @staticmethod
+    def _digest(a: np.ndarray) -> bytes:
+        return hashlib.blake2b(np.ascontiguousarray(a).tobytes(), digest_size=16).digest()
+
+    def name(self, const: Any, arr: np.ndarray) -> str | None:
+        found = self._by_id.get(id(const))
+        if found is None and arr.size > 1:
+            want = None
+            for cand_name, cand in self._by_shape.get(tuple(arr.shape), []):
+                key = (id(cand), arr.dtype.str)
+                d = self._digests.get(key)
+                if d is None:
+                    try:
+                        d = self._digest(np.asarray(cand).astype(arr.dtype))
+                    except (TypeError, ValueError):
+                        continue
+                    self._digests[key] = d
+                want = want or self._digest(arr)
+                if d == want:
+                    found = cand_name
+                    break
+        if found is None:
+            if arr.size <= 1:
+                return None
+            self._counter += 1
+            found = f"const_{self._counter - 1}"
+        found = sanitize_name(found)
+        n = self._used.get(found, 0)
+        self._used[found] = n + 1
+        return found if n == 0 else f"{found}_{n}"
+
+
+# ---------------------------------------------------------------------------
+# Locations
+
+
+def _location(eqn: Any, scope: str) -> Location:
+    si = eqn.source_info
+    frame = None
+    try:
+        from jax._src import source_info_util
+
+        frame = source_info_util.user_frame(si.traceback)
+    except Exception:  # noqa: BLE001 - a location is a nicety; never fail an import for it
+        frame = None
+    stack = str(getattr(si, "name_stack", "") or "")
+    name = "/".join(p for p in (scope, stack, eqn.primitive.name) if p)
+    if frame is None:
+        return Location(name=name)
+    return Location(file=frame.file_name, line=int(frame.start_line), col=int(frame.start_column), name=name)
+
+
+# ---------------------------------------------------------------------------
+# The jaxpr walker
+
+
+_UNARY = {"neg": "neg", "abs": "abs", "exp": "exp", "log": "log", "sqrt": "sqrt", "rsqrt": "rsqrt",
+          "tanh": "tanh", "logistic": "sigmoid", "erf": "erf", "sin": "sin", "cos": "cos",
+          "floor": "floor", "ceil": "ceil", "sign": "sign"}
+_BINARY = {"add": "add", "add_any": "add", "sub": "sub", "mul": "mul", "div": "div", "rem": "rem",
+           "pow": "pow", "max": "max", "min": "min"}
+_COMPARE = {"eq", "ne", "lt", "le", "gt", "ge"}
+_IDENTITY = {"copy", "copy_p", "stop_gradient", "sharding_constraint", "optimization_barrier",
+             "pvary", "mesh_cast", "reshard"}
+_REDUCE = {"reduce_sum": "sum", "reduce_max": "max", "reduce_min": "min", "reduce_prod": "prod",
+           "reduce_and": "and", "reduce_or": "or"}
+_CALLS = {"pjit": "jaxpr", "jit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
+          "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr",
+          "custom_vjp_call_jaxpr": "fun_jaxpr", "remat": "jaxpr", "checkpoint": "jaxpr",
+          "remat2": "jaxpr", "named_call": "call_jaxpr"}
+
+
+class _JaxprImporter:
+    def __init__(self, jax: Any, builder: Builder, namer: _ConstNamer):
+        self.jax = jax
+        self.em = Emitter(builder)
+        self.namer = namer
+        self.unsupported = UnsupportedOps("jax")
+        self._consts: dict[int, Value] = {}
+        self._core = jax.extend.core
+
+    # -- values ----------------------------------------------------------------
+    def constant(self, c: Any) -> Value:
+        hit = self._consts.get(id(c))
+        if hit is not None:
+            return hit
+        arr = np.asarray(c)
+        dt = ir_dtype(arr.dtype)
+        v = self.em.constant(arr, dt, name=self.namer.name(c, arr))
+        self._consts[id(c)] = v
+        return v
+
+    def read(self, env: Mapping[Any, Value], v: Any) -> Value:
+        if isinstance(v, self._core.Literal):
+            dt = ir_dtype(v.aval.dtype)
+            val = np.asarray(v.val)
+            if val.ndim == 0:
+                return self.em.scalar(val.item(), dt)
+            return self.em.constant(val, dt)
+        return env[v]
+
+    # -- walking -----------------------------------------------------------------
+    def run(self, jaxpr: Any, consts: Sequence[Value], args: Sequence[Value], scope: str) -> list[Value]:
+        env: dict[Any, Value] = {}
+        for var, val in zip(jaxpr.constvars, consts):
+            env[var] = val
+        for var, val in zip(jaxpr.invars, args):
+            env[var] = val
+        for eqn in jaxpr.eqns:
+            loc = _location(eqn, scope)
+            self.em.loc = loc
+            ins = [self.read(env, v) for v in eqn.invars]
+            prim = eqn.primitive.name
+            try:
+                outs = self.eqn(eqn, ins, scope)
+                for var, val in zip(eqn.outvars, outs):
+                    check_result_type(val.type, _tensor_type(var.aval), prim)
+            except Unsupported as e:
+                self.unsupported.add(prim if e.what == prim else f"{prim} ({e.what})", loc)
+                # Stand-ins keep the walk going so that every unsupported op is reported.
+                outs = [Value(_tensor_type(var.aval)) for var in eqn.outvars]
+            for var, val in zip(eqn.outvars, outs):
+                if not isinstance(var, self._core.DropVar):
+                    env[var] = val
+        return [self.read(env, v) for v in jaxpr.outvars]
+
+    def call(self, sub: Any, ins: Sequence[Value], scope: str) -> list[Value]:
+        if isinstance(sub, self._core.ClosedJaxpr):
+            consts = [self.constant(c) for c in sub.consts]
+            return self.run(sub.jaxpr, consts, ins, scope)
+        if isinstance(sub, self._core.Jaxpr):
+            if sub.constvars:
+                raise Unsupported("open jaxpr with constants")
+            return self.run(sub, [], ins, scope)
+        raise Unsupported(f"call of a {type(sub).__name__}")
+
+    def dims(self, shape: Iterable[Any]) -> tuple[Dim, ...]:
+        return tuple(sym_dim(d) for d in shape)
+
+    def eqn(self, eqn: Any, ins: list[Value], scope: str) -> list[Value]:
+        prim = eqn.primitive.name
+        p = eqn.params
+        em = self.em
+        out_types = [_tensor_type(v.aval) for v in eqn.outvars]
+        out_t = out_types[0] if out_types else None
+        if prim in _CALLS and _CALLS[prim] in p:
+            inner = scope
+            if prim in ("pjit", "jit") and p.get("name"):
+                inner = "/".join(x for x in (scope, f"jit({p['name']})") if x)
+            return self.call(p[_CALLS[prim]], ins, inner)
+        if prim in _UNARY:
+            return [em.unary(_UNARY[prim], ins[0])]
+        if prim in _BINARY:
+            x, y = ins
+            if x.dtype != y.dtype:
+                x, y = em.cast(x, out_t.dtype), em.cast(y, out_t.dtype)
+            return [em.binary(_BINARY[prim], x, y)]
+        if prim in _COMPARE:
+            return [em.binary(prim, *ins)]
+        if prim in _IDENTITY:
+            return list(ins)
+        if prim in _REDUCE:
+            return [em.reduce(_REDUCE[prim], ins[0], p["axes"])]
+        handler = getattr(self, f"_p_{prim}", None)
+        if handler is None:
+            raise Unsupported(prim)
+        out = handler(eqn, ins, p, out_types)
+        return out if isinstance(out, list) else [out]
+
+    # -- primitives with parameters ------------------------------------------------
+    def _p_square(self, eqn, ins, p, ot):
+        return self.em.binary("mul", ins[0], ins[0])
+
+    def _p_integer_pow(self, eqn, ins, p, ot):
+        return self.em.integer_pow(ins[0], int(p["y"]))
+
+    def _p_exp2(self, eqn, ins, p, ot):
+        return self.em.unary("exp", self.em.binary("mul", ins[0], self.em.scalar(np.log(2.0), ins[0].dtype)))
+
+    def _p_log1p(self, eqn, ins, p, ot):
+        return self.em.unary("log", self.em.binary("add", ins[0], self.em.scalar(1, ins[0].dtype)))
+
+    def _p_expm1(self, eqn, ins, p, ot):
+        return self.em.binary("sub", self.em.unary("exp", ins[0]), self.em.scalar(1, ins[0].dtype))
+
+    def _p_tan(self, eqn, ins, p, ot):
+        return self.em.binary("div", self.em.unary("sin", ins[0]), self.em.unary("cos", ins[0]))
+
+    def _p_erfc(self, eqn, ins, p, ot):
+        return self.em.binary("sub", self.em.scalar(1, ins[0].dtype), self.em.unary("erf", ins[0]))
+
+    def _p_is_finite(self, eqn, ins, p, ot):
+        return self.em.is_finite(ins[0])
+
+    def _p_not(self, eqn, ins, p, ot):
+        return self.em.bitwise_not(ins[0])
+
+    def _p_and(self, eqn, ins, p, ot):
+        return self.em.logical("and", *ins)
+
+    def _p_or(self, eqn, ins, p, ot):
+        return self.em.logical("or", *ins)
+
+    def _p_xor(self, eqn, ins, p, ot):
+        return self.em.logical("xor", *ins)
+
+    def _p_select_n(self, eqn, ins, p, ot):
+        return self.em.select_n(ins[0], ins[1:])
+
+    def _p_clamp(self, eqn, ins, p, ot):
+        return self.em.clamp(*ins)
+
+    def _p_convert_element_type(self, eqn, ins, p, ot):
+        return self.em.cast(ins[0], ot[0].dtype)
+
+    def _p_reduce_precision(self, eqn, ins, p, ot):
+        return self.em.reduce_precision(ins[0], int(p["exponent_bits"]), int(p["mantissa_bits"]))
+
+    def _p_dim_as_value(self, eqn, ins, p, ot):
+        return self.em.op("dim_value", dim=(sym_dim(p["dim"]),), dtype=ot[0].dtype)
+
+    def _p_broadcast_in_dim(self, eqn, ins, p, ot):
+        return self.em.broadcast_in_dim(ins[0], self.dims(p["shape"]), p["broadcast_dimensions"])
+
+    def _p_reshape(self, eqn, ins, p, ot):
+        x = ins[0]
+        if p.get("dimensions") is not None:
+            x = self.em.transpose(x, p["dimensions"])
+        return self.em.reshape(x, ot[0].shape)
+
+    def _p_squeeze(self, eqn, ins, p, ot):
+        return self.em.reshape(ins[0], ot[0].shape)
+
+    _p_expand_dims = _p_squeeze
+
+    def _p_transpose(self, eqn, ins, p, ot):
+        return self.em.transpose(ins[0], p["permutation"])
+
+    def _p_argmax(self, eqn, ins, p, ot):
+        return self.em.argmax(ins[0], int(p["axes"][0]), ot[0].dtype)
+
+    def _p_argmin(self, eqn, ins, p, ot):
+        return self.em.argmax(ins[0], int(p["axes"][0]), ot[0].dtype, argmin=True)
+
+    def _p_iota(self, eqn, ins, p, ot):
+        return self.em.iota(self.dims(p["shape"]), int(p["dimension"]), ot[0].dtype)
+
+    def _p_concatenate(self, eqn, ins, p, ot):
+        return self.em.concat(ins, int(p["dimension"]))
+
+    def _p_split(self, eqn, ins, p, ot):
+        return self.em.split(ins[0], self.dims(p["sizes"]), int(p["axis"]))
+
+    def _p_pad(self, eqn, ins, p, ot):
+        cfg = p["padding_config"]
+        return self.em.pad(ins[0], ins[1], [c[0] for c in cfg], [c[1] for c in cfg], [c[2] for c in cfg])
+
+    def _p_slice(self, eqn, ins, p, ot):
+        return self.em.slice(ins[0], self.dims(p["start_indices"]), self.dims(p["limit_indices"]), p.get("strides"))
+
+    def _p_dynamic_slice(self, eqn, ins, p, ot):
+        return self.em.dynamic_slice(ins[0], ins[1:], self.dims(p["slice_sizes"]))
+
+    def _p_gather(self, eqn, ins, p, ot):
+        dn = p["dimension_numbers"]
+        mode = str(p.get("mode", ""))
+        return self.em.gather(
+            ins[0], ins[1], offset_dims=dn.offset_dims, collapsed_slice_dims=dn.collapsed_slice_dims,
+            start_index_map=dn.start_index_map, operand_batching_dims=dn.operand_batching_dims,
+            start_indices_batching_dims=dn.start_indices_batching_dims, index_vector_dim=ins[1].type.rank - 1,
+            slice_sizes=self.dims(p["slice_sizes"]), out_shape=ot[0].shape, clamp="CLIP" in mode)
+
+    def _p_dot_general(self, eqn, ins, p, ot):
+        (lc, rc), (lb, rb) = p["dimension_numbers"]
+        return self.em.dot_general(ins[0], ins[1], lc, rc, lb, rb, ot[0].dtype)
+
+    def _p_conv_general_dilated(self, eqn, ins, p, ot):
+        dn = p["dimension_numbers"]
+        return self.em.conv(
+            ins[0], ins[1], strides=p["window_strides"], padding=p["padding"], lhs_dilation=p["lhs_dilation"],
+            rhs_dilation=p["rhs_dilation"], lhs_spec=dn.lhs_spec, rhs_spec=dn.rhs_spec, out_spec=dn.out_spec,
+            feature_group_count=int(p["feature_group_count"]), batch_group_count=int(p["batch_group_count"]),
+            out_dtype=ot[0].dtype)
+
+
+# ---------------------------------------------------------------------------
+# Entry point
+
+
+def _user_frame_of(exc: BaseException) -> str:
+    """``file:line`` of the innermost frame of the user's code in ``exc``'s traceback."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    for fr in reversed(frames):
+        f = fr.filename.replace(os.sep, "/")
+        if "/jax/" not in f and "/jaxlib/" not in f and "/irkit/frontends/" not in f and "/numpy/" not in f:
+            return f"{fr.filename}:{fr.lineno}"
+    return ""
+
+
+def _fn_name(fn: Any) -> str:
+    return getattr(fn, "__qualname__", None) or getattr(getattr(fn, "func", None), "__qualname__", None) \
+        or type(fn).__name__
+
+
+def _symbol_examples(specs: Any, args: Any, jax: Any) -> dict[str, int]:
+    ex: dict[str, int] = {}
+    for s, a in zip(jax.tree_util.tree_leaves(specs), jax.tree_util.tree_leaves(args)):
+        shape = getattr(a, "shape", None)
+        if shape is None:
+            continue
+        for d, n in zip(s.shape, shape):
+            sd = sym_dim(d)
+            if isinstance(sd, SymDim) and sd.is_symbol and isinstance(n, (int, np.integer)):
+                ex.setdefault(sd.name, int(n))
+    return ex
+
+
+def import_jax(fn: Callable[..., Any], example_args: Sequence[Any] | Any, *,
+               polymorphic_shapes: Sequence[str | None] | str | None = None, name: str = "main") -> Module:
+    """Import a JAX function by tracing it to a jaxpr.
+
+    ``example_args`` are the positional arguments (arrays, ``jax.ShapeDtypeStruct``
+    or pytrees of them); their leaves become the function's arguments, named
+    from the parameter names and pytree paths.  ``polymorphic_shapes`` gives,
+    per argument, a ``jax.export`` shape spec such as ``"B, S"`` (or ``None`` for
+    a static argument); the symbols become symbolic dims.  Raises
+    :class:`FrontendError` when ``fn`` does not trace and
+    :class:`~irkit.frontends.common.UnsupportedOpsError` listing every primitive
+    irkit cannot translate.
+    """
+    jax = _jax()
+    args = tuple(example_args) if isinstance(example_args, (tuple, list)) else (example_args,)
+    what = _fn_name(fn)
+    specs: Any = args
+    if polymorphic_shapes is not None:
+        try:
+            specs = jax.export.symbolic_args_specs(args, polymorphic_shapes)
+        except Exception as e:  # noqa: BLE001 - jax raises several kinds for a bad spec
+            raise FrontendError(f"bad polymorphic_shapes {polymorphic_shapes!r} for {what}: "
+                                f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+    try:
+        closed = jax.make_jaxpr(fn)(*specs)
+    except Exception as e:  # noqa: BLE001 - any tracing failure is the user's function's
+        where = _user_frame_of(e)
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise FrontendError(f"could not trace {what}{' at ' + where if where else ''}: "
+                            f"{type(e).__name__}: {msg}") from None
+    leaves_with_paths = jax.tree_util.tree_flatten_with_path(specs)[0]
+    names = _arg_names(fn, [path for path, _ in leaves_with_paths], len(args))
+    jaxpr = closed.jaxpr
+    try:
+        arg_types = [_tensor_type(v.aval) for v in jaxpr.invars]
+    except Unsupported as e:
+        raise FrontendError(f"{what}: an argument has an unsupported {e.what}") from None
+    if len(names) != len(arg_types):
+        names = [f"arg{i}" for i in range(len(arg_types))]
+    g = Graph(arg_types, names)
+    builder = Builder.at_end(g)
+    imp = _JaxprImporter(jax, builder, _ConstNamer(_closure_leaves(fn, jax)))
+    try:
+        consts = [imp.constant(c) for c in closed.consts]
+    except Unsupported as e:
+        raise FrontendError(f"{what}: a closed-over constant has an unsupported {e.what}") from None
+    outs = imp.run(jaxpr, consts, g.args, "")
+    imp.unsupported.raise_if_any()
+    builder.loc = Location.unknown()
+    builder.ret(*outs)
+    remove_dead_ops(g)
+    f = Function(name, g)
+    if polymorphic_shapes is not None:
+        record_symbol_examples(f, _symbol_examples(specs, args, jax))
+    m = Module([f])
+    verify(m)
+    return m
+
+
+__all__ = ["import_jax", "import_stablehlo", "import_hlo", "sym_dim"]
+

@@ -1,0 +1,344 @@
+"""The ONNX frontend: ``import_onnx(path_or_model) -> Module``.
+
+Design note: the importer walks the graph once, in topological order, turning
+each node into IR through a converter table (:mod:`irkit.frontends.onnx_ops`).
+
+- **Loading** (:mod:`irkit.frontends.onnx_load`) parses the protobuf itself,
+  checks structure (unique names, no dangling inputs, no cycles), and reads
+  external data only from inside the model's folder.  Every problem is one
+  :class:`~irkit.frontends.common.FrontendError` line naming the file.
+- **Symbols.** An input dim with ``dim_param`` becomes a symbol of that name
+  (sanitised to an identifier; the same name is the same symbol across inputs);
+  a dynamic dim with no name gets a fresh symbol ``d0``, ``d1``...
+- **Constants.** Initializers become ``ik.constant`` ops named after the
+  initializer, created only where a runtime op uses them.
+- **Shape computations** (``Shape``, ``Gather``, ``Concat``, ``Unsqueeze``,
+  ``Slice``, integer arithmetic...) are evaluated at import with symbolic dims
+  and land in attributes, never in runtime integer tensors.
+- **Unsupported ops** are all collected, with counts and node names, and
+  reported in one error; a node that depends on an unsupported one is skipped.
+- Node names become op locations (``loc("/h.0/attn/MatMul")``).
+
+The opset-23 ``Attention`` op becomes ``ik.attention``; ``RotaryEmbedding`` is
+decomposed into slices, multiplies and a concat; ``RMSNormalization`` becomes
+``ik.rms_norm``.  See docs/frontend-onnx.md for the full op list.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from typing import Any, Sequence
+
+import numpy as np
+
+from irkit.errors import IrkitError
+from irkit.frontends.common import FrontendError, UnsupportedOps, sanitize_name
+from irkit.frontends.onnx_load import (
+    MAX_ELEMENTS,
+    LoadedModel,
+    check_dims,
+    ir_dtype,
+    read_model,
+    tensor_to_numpy,
+)
+from irkit.frontends.onnx_ops import CONVERTERS, OT, Emitter, Node, Unsupported, supported_ops
+from irkit.ir.builder import BuildError, Builder
+from irkit.ir.core import Function, Graph, Location, Module
+from irkit.ir.ops import OpError
+from irkit.ir.types import Dim, DType, SymDim, TensorType, dim_str, parse_dim, shape_str
+from irkit.ir.verify import verify
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def import_onnx(model_or_path: Any, name: str = "main", *,
+                base_dir: str | os.PathLike[str] | None = None) -> Module:
+    """Import an ONNX model (a path, the file's bytes, or an ``onnx.ModelProto``) as a Module.
+
+    ``name`` names the entry function.  ``base_dir`` is the folder external
+    data must lie in; it defaults to the model file's folder (a ModelProto or
+    bytes with external data need it).  Raises
+    :class:`~irkit.frontends.common.FrontendError` for a broken file and
+    :class:`~irkit.frontends.common.UnsupportedOpsError` listing every
+    unsupported op.
+    """
+    lm = read_model(model_or_path, base_dir)
+    return OnnxImporter(lm, name).run()
+
+
+class OnnxImporter(Emitter):
+    """Converts one loaded model; use :func:`import_onnx`."""
+
+    def __init__(self, lm: LoadedModel, name: str = "main"):
+        self.fn_name = name
+        self._symbols: dict[str, SymDim] = {}  # dim_param (raw) -> symbol
+        self._fresh = 0
+        self._vals: dict[str, OT] = {}
+        self._poisoned: set[str] = set()
+        self._inits: dict[str, Any] = {}
+        self._shape_info: dict[str, Any] | None = None
+        graph = Graph()
+        super().__init__(lm, Builder.at_end(graph))
+        self._graph = graph
+
+    # -- symbols --------------------------------------------------------------
+    def _symbol(self, param: str) -> SymDim:
+        if param in self._symbols:
+            return self._symbols[param]
+        base = param if _IDENT.fullmatch(param) else sanitize_name(param).replace(".", "_").replace("$", "_")
+        taken = {s.name for s in self._symbols.values()}
+        nm, k = base, 1
+        while nm in taken:
+            nm, k = f"{base}_{k}", k + 1
+        sym = SymDim.symbol(nm)
+        self._symbols[param] = sym
+        return sym
+
+    def _fresh_symbol(self) -> SymDim:
+        taken = {s.name for s in self._symbols.values()} | set(self._symbols)
+        while f"d{self._fresh}" in taken:
+            self._fresh += 1
+        nm = f"d{self._fresh}"
+        self._fresh += 1
+        sym = SymDim.symbol(nm)
+        self._symbols[f"\0{nm}"] = sym
+        return sym
+
+    def _value_type(self, vi: Any, what: str) -> TensorType:
+        src = self.source
+        tp = vi.type
+        if tp.WhichOneof("value") != "tensor_type":
+            kind = tp.WhichOneof("value") or "no type"
+            raise FrontendError(f"{src}: {what} has {kind.replace('_', ' ')}, expected a tensor")
+        tt = tp.tensor_type
+        dt = ir_dtype(tt.elem_type, src, what)
+        if not tt.HasField("shape"):
+            raise FrontendError(f"{src}: {what} has no shape (unknown rank); irkit needs ranked inputs")
+        dims: list[Dim] = []
+        for i, d in enumerate(tt.shape.dim):
+            which = d.WhichOneof("value")
+            if which == "dim_value":
+                check_dims([d.dim_value], src, f"{what} dim {i}")
+                dims.append(int(d.dim_value))
+            elif which == "dim_param" and d.dim_param:
+                dims.append(self._symbol(d.dim_param))
+            else:
+                dims.append(self._fresh_symbol())
+        return TensorType(tuple(dims), dt)
+
+    # -- fallback shapes from ONNX shape inference ------------------------------
+    def fallback_shape(self, name: str) -> tuple[Dim, ...] | None:
+        if self._shape_info is None:
+            self._shape_info = {}
+            g = self.lm.proto.graph
+            for vi in list(g.value_info) + list(g.output):
+                self._shape_info[vi.name] = vi
+            if name not in self._shape_info:
+                try:
+                    import onnx
+
+                    inferred = onnx.shape_inference.infer_shapes(self.lm.proto, data_prop=True)
+                    for vi in inferred.graph.value_info:
+                        self._shape_info.setdefault(vi.name, vi)
+                except Exception:  # noqa: BLE001 - inference is only a hint here
+                    pass
+        vi = self._shape_info.get(name)
+        if vi is None or vi.type.WhichOneof("value") != "tensor_type" or not vi.type.tensor_type.HasField("shape"):
+            return None
+        known = {s.name for s in self._symbols.values()}
+        out: list[Dim] = []
+        for d in vi.type.tensor_type.shape.dim:
+            if d.WhichOneof("value") == "dim_value":
+                out.append(int(d.dim_value))
+            elif d.dim_param in self._symbols:
+                out.append(self._symbols[d.dim_param])
+            else:
+                try:
+                    e = parse_dim(d.dim_param)
+                except ValueError:
+                    return None
+                if isinstance(e, SymDim) and not e.symbols <= known:
+                    return None
+                out.append(e)
+        return tuple(out)
+
+    # -- values ---------------------------------------------------------------
+    def _get(self, name: str) -> OT:
+        t = self._vals.get(name)
+        if t is None:
+            proto = self._inits[name]
+            arr, dt = tensor_to_numpy(proto, self.lm, f"initializer '{name}'")
+            t = OT(dt, arr.shape, known=arr, resource=sanitize_name(name))
+            self._vals[name] = t
+        return t
+
+    # -- the walk ---------------------------------------------------------------
+    def run(self) -> Module:
+        import onnx
+
+        g = self.lm.proto.graph
+        src = self.source
+        self._inits = {t.name: t for t in g.initializer}
+        arg_types, arg_names, arg_keys = [], [], []
+        used_names: set[str] = set()
+        for vi in g.input:
+            if vi.name in self._inits:
+                continue
+            arg_types.append(self._value_type(vi, f"graph input '{vi.name}'"))
+            nm = sanitize_name(vi.name)
+            base, k = nm, 1
+            while nm in used_names:
+                nm, k = f"{base}_{k}", k + 1
+            used_names.add(nm)
+            arg_names.append(nm)
+            arg_keys.append(vi.name)
+        graph = Graph(arg_types, arg_names)
+        self._graph = graph
+        self.b = Builder.at_end(graph)
+        for key, a in zip(arg_keys, graph.args):
+            self._vals[key] = OT.of(a)
+
+        consumed: set[str] = {o.name for o in g.output}
+        for n in g.node:
+            consumed.update(x for x in n.input if x)
+        unsupported = UnsupportedOps(src)
+        nodes = g.node
+        for idx in self.lm.order:
+            n = nodes[idx]
+            loc = Location(name=n.name or f"{n.op_type}_{idx}")
+            domain = "" if n.domain in ("", "ai.onnx") else n.domain
+            conv = CONVERTERS.get((domain, n.op_type))
+            label = f"{domain}::{n.op_type}" if domain else n.op_type
+            if conv is None:
+                unsupported.add(label, loc)
+                self._poisoned.update(o for o in n.output if o)
+                continue
+            if any(x in self._poisoned for x in n.input if x):
+                self._poisoned.update(o for o in n.output if o)
+                continue
+            node = Node(n, loc.name or "", n.op_type, domain, [self._get(x) if x else None for x in n.input],
+                        list(n.output), _attrs(n, onnx), [o in consumed for o in n.output])
+            self.loc = loc
+            self.node = node
+            try:
+                outs = conv(self, node)
+            except Unsupported as e:
+                unsupported.add(f"{label} ({e})", loc)
+                self._poisoned.update(o for o in n.output if o)
+                continue
+            except FrontendError as e:
+                msg = str(e)
+                raise FrontendError(msg if msg.startswith(src) else f"{src}: {msg}") from None
+            except (BuildError, OpError) as e:
+                why = str(e).split(": ", 1)[-1] if isinstance(e, BuildError) else str(e)
+                raise FrontendError(f"{src}: node '{node.name}' ({n.op_type}): {why}") from None
+            if len(outs) < len(n.output):
+                outs = list(outs) + [None] * (len(n.output) - len(outs))
+            for oname, ot, used in zip(n.output, outs, node.used):
+                if not oname:
+                    continue
+                if ot is None:
+                    if used:
+                        unsupported.add(f"{label} (output '{oname}')", loc)
+                        self._poisoned.add(oname)
+                    continue
+                self._vals[oname] = ot
+        unsupported.raise_if_any()
+
+        results = []
+        self.loc = Location.unknown()
+        for vi in g.output:
+            t = self._get(vi.name)
+            self._check_output(vi, t)
+            results.append(self.ir(t))
+        self.b.ret(*results)
+        _dce(graph)
+        fn = Function(self.fn_name, graph, Location(file=src if src[:1] != "<" else None, name=g.name or None)
+                      if src[:1] != "<" else Location(name=g.name or None))
+        fn.attrs["ik.source"] = "onnx"
+        fn.attrs["ik.onnx_opset"] = self.lm.opset
+        m = Module([fn])
+        verify(m)
+        return m
+
+    def _check_output(self, vi: Any, t: OT) -> None:
+        tp = vi.type
+        if tp.WhichOneof("value") != "tensor_type":
+            return
+        tt = tp.tensor_type
+        what = f"graph output '{vi.name}'"
+        if tt.elem_type:
+            want = ir_dtype(tt.elem_type, self.source, what)
+            if want is not t.dtype:
+                raise FrontendError(f"{self.source}: {what} is declared {want}, but the graph computes {t.dtype}")
+        if tt.HasField("shape"):
+            decl = tt.shape.dim
+            if len(decl) != t.rank:
+                raise FrontendError(f"{self.source}: {what} is declared with rank {len(decl)}, but the graph "
+                                    f"computes {shape_str(t.shape)}")
+            for i, (d, got) in enumerate(zip(decl, t.shape)):
+                if d.WhichOneof("value") == "dim_value" and isinstance(got, int) and d.dim_value != got:
+                    raise FrontendError(f"{self.source}: {what} dim {i} is declared {d.dim_value}, but the graph "
+                                        f"computes {dim_str(got)}")
+
+
+def _attrs(n: Any, onnx: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for a in n.attribute:
+        if a.ref_attr_name:
+            raise FrontendError(f"node '{n.name}' ({n.op_type}): attribute '{a.name}' refers to a function "
+                                "attribute outside a function")
+        v = onnx.helper.get_attribute_value(a)
+        if isinstance(v, bytes):
+            v = v.decode("utf-8", "replace")
+        out[a.name] = v
+    return out
+
+
+def _dce(g: Graph) -> None:
+    """Erase ops whose results nobody uses (all IR ops are pure)."""
+    op = g._last
+    while op is not None:
+        prev = op._prev
+        if op.name != "func.return" and not op.is_used:
+            g.erase(op)
+        op = prev
+
+
+# ---------------------------------------------------------------------------
+# Command line: python -m irkit.frontends.onnx model.onnx [-o out.mlir]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Import an ONNX file and print (or write) its IR; errors are one line, exit 1."""
+    p = argparse.ArgumentParser(prog="python -m irkit.frontends.onnx",
+                                description="Import an ONNX model into irkit IR.")
+    p.add_argument("model", help="path of the .onnx file")
+    p.add_argument("-o", "--output", default="-",
+                   help="write IR here (.mlir, with a .safetensors sidecar); default: stdout")
+    p.add_argument("--name", default="main", help="entry function name (default: main)")
+    p.add_argument("--list-ops", action="store_true", help="list the supported ONNX ops and exit")
+    args = p.parse_args(argv)
+    if args.list_ops:
+        print("\n".join(supported_ops()))
+        return 0
+    try:
+        m = import_onnx(args.model, args.name)
+        from irkit.text import write_module
+
+        write_module(m, args.output)
+    except (IrkitError, ValueError) as e:
+        msg = " ".join(str(e).split())
+        sys.stderr.write(f"irkit: error: {msg}\n")
+        return 1
+    return 0
+
+
+__all__ = ["import_onnx", "OnnxImporter", "supported_ops", "main", "MAX_ELEMENTS", "DType"]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

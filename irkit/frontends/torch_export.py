@@ -1,0 +1,1091 @@
+"""The torch.export frontend: ``ExportedProgram`` -> irkit ``Module``.
+
+Design note.  The importer walks the FX graph of an ``ExportedProgram`` once, in
+order, and keeps one environment entry per FX node: an IR :class:`Value` for a
+tensor, a dim (``int`` or :class:`SymDim`) for a SymInt, a plain Python value
+for everything else, or a tuple for multi-output ops.  Three rules keep it
+small and exact:
+
+- **torch's metadata is the truth for shapes and dtypes.**  Every node carries
+  ``meta["val"]`` (a FakeTensor or SymInt).  Target shapes of reshapes,
+  expands, fills, aranges and splits are read from it rather than re-derived
+  from the arguments (``-1``, clamped slice ends and symbolic sizes are already
+  resolved there), and after each node the IR type is checked against it, so a
+  converter bug is reported at the node, never as wrong numbers later.
+- **Symbols are polynomials.**  torch's sympy sizes (``s18``, ``s18*s41``,
+  ``2*s41``) become :class:`SymDim` polynomials over the user's ``Dim`` names
+  (``B``, ``S``); anything else (``FloorDiv``, ``Mod``, unbacked ``u0``) is
+  reported as unsupported at the node that needs it.
+- **Report everything at once.**  A node torch emits that has no converter, or
+  whose converter cannot express it, is recorded in an
+  :class:`~irkit.frontends.common.UnsupportedOps` collector with its source
+  location; nodes that depend on it are skipped silently, and one error lists
+  every root cause with counts and locations.
+
+The converters live in :mod:`irkit.frontends.torch_ops` (one table keyed by
+ATen overload); the safe ``.pt2`` reader lives in
+:mod:`irkit.frontends.torch_pt2`.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import inspect
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from irkit.frontends.common import (
+    FrontendError,
+    UnsupportedOps,
+    record_symbol_examples,
+    sanitize_name,
+)
+from irkit.ir.builder import BuildError, Builder
+from irkit.ir.core import Dense, Function, Graph, Location, Module, Value
+from irkit.ir.types import Dim, DType, SymDim, TensorType, dim_add, dim_floordiv, dim_mul, shape_str
+
+# torch is imported lazily (inside functions) so that `import irkit` never needs it.
+
+
+class Unsupported(Exception):
+    """Raised by a converter: this node cannot be expressed (the message says why)."""
+
+
+class _Failed:
+    """Environment entry of a node that could not be imported (its users are skipped)."""
+
+    def __repr__(self) -> str:
+        return "<failed>"
+
+
+FAILED = _Failed()
+
+
+# ---------------------------------------------------------------------------
+# dtypes
+
+
+def torch_dtype_to_ir(dt: Any) -> DType:
+    """The IR dtype of a ``torch.dtype``; :class:`Unsupported` for complex, fp8 and the like."""
+    import torch
+
+    table = {
+        torch.float32: DType.f32, torch.float64: DType.f64, torch.float16: DType.f16,
+        torch.bfloat16: DType.bf16, torch.int64: DType.i64, torch.int32: DType.i32,
+        torch.int8: DType.i8, torch.bool: DType.bool,
+        # The IR has no 8/16-bit unsigned or 16-bit signed ints; i32 holds every value.
+        torch.uint8: DType.i32, torch.int16: DType.i32,
+    }
+    try:
+        return table[dt]
+    except KeyError:
+        raise Unsupported(f"dtype {dt} has no IR equivalent") from None
+
+
+def ir_dtype_to_torch(dt: DType) -> Any:
+    import torch
+
+    return {DType.f32: torch.float32, DType.f64: torch.float64, DType.f16: torch.float16,
+            DType.bf16: torch.bfloat16, DType.i64: torch.int64, DType.i32: torch.int32,
+            DType.i8: torch.int8, DType.bool: torch.bool}[dt]
+
+
+def tensor_to_numpy(t: Any) -> np.ndarray:
+    """A CPU copy of a torch tensor as NumPy (bf16 through ml_dtypes, no pickle)."""
+    import torch
+
+    t = t.detach()
+    if t.device.type != "cpu":
+        t = t.cpu()
+    if t.dtype == torch.bfloat16:
+        return t.contiguous().view(torch.int16).numpy().view(DType.bf16.np).copy()
+    dt = torch_dtype_to_ir(t.dtype)
+    arr = t.contiguous().numpy()
+    return arr.astype(dt.np) if arr.dtype != dt.np else arr.copy()
+
+
+# ---------------------------------------------------------------------------
+# locations
+
+
+@functools.lru_cache(maxsize=1)
+def _torch_dir() -> str:
+    import torch
+
+    return os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+
+
+_FRAME_RE = re.compile(r'File "([^"]+)", line (\d+)')
+
+
+@functools.lru_cache(maxsize=4096)
+def _user_frame(stack_trace: str) -> tuple[str, int] | None:
+    """The last frame of ``stack_trace`` outside torch itself: the user's model code."""
+    best: tuple[str, int] | None = None
+    tdir = _torch_dir()
+    for m in _FRAME_RE.finditer(stack_trace):
+        path, line = m.group(1), int(m.group(2))
+        # torch records some frames of its own passes with paths relative to site-packages.
+        if path.startswith("torch/") or os.path.abspath(path).startswith(tdir) or path.startswith("<"):
+            continue
+        best = (path, line)
+    if best is None:
+        return None
+    path, line = best
+    try:
+        rel = os.path.relpath(path)
+        if not rel.startswith(".."):
+            path = rel
+    except ValueError:  # another drive on Windows
+        pass
+    return path, line
+
+
+def node_location(node: Any) -> Location:
+    """``file:line`` of the user's code that produced ``node``, named by the node."""
+    st = node.meta.get("stack_trace") if hasattr(node, "meta") else None
+    if st:
+        fr = _user_frame(st)
+        if fr is not None:
+            return Location(file=fr[0], line=fr[1], name=node.name)
+    return Location(name=node.name)
+
+
+# ---------------------------------------------------------------------------
+# dynamic dims
+
+
+def _is_sym(x: Any) -> bool:
+    import torch
+
+    return isinstance(x, (torch.SymInt, torch.SymFloat, torch.SymBool))
+
+
+def dim_names_from_spec(ep: Any, dynamic_shapes: Any, module: Any = None,
+                        example_inputs: Any = None) -> dict[str, str]:
+    """Map torch's size symbols (``s18``) to the names of the ``Dim`` objects in ``dynamic_shapes``.
+
+    ``dynamic_shapes`` is what was given to ``torch.export.export``: a dict keyed
+    by ``forward``'s argument names or a tuple/list by position, each entry a
+    dict ``{dim: Dim}`` or a tuple/list of per-dim specs.  ``Dim.AUTO`` and other
+    unnamed specs are left out (they keep torch's symbol name).
+    """
+    if dynamic_shapes is None:
+        return {}
+    flat = _flat_dim_specs(dynamic_shapes, module, example_inputs)
+    users = _user_input_nodes(ep)
+    out: dict[str, str] = {}
+    for node, spec in zip(users, flat):
+        if spec is None:
+            continue
+        val = node.meta.get("val")
+        if val is None or not hasattr(val, "shape"):
+            continue
+        items = spec.items() if isinstance(spec, Mapping) else enumerate(spec)
+        for j, d in items:
+            name = _dim_spec_name(d)
+            if name is None or not isinstance(j, int) or j >= len(val.shape):
+                continue
+            size = val.shape[j]
+            if not _is_sym(size):
+                continue
+            expr = size.node.expr
+            root = getattr(d, "root", None)
+            if root is not None:
+                # A derived dim (2*S): name the free symbol after the root Dim.
+                rname = _dim_spec_name(root)
+                syms = list(getattr(expr, "free_symbols", ()))
+                if rname and len(syms) == 1:
+                    out.setdefault(str(syms[0]), rname)
+                continue
+            if getattr(expr, "is_Symbol", False):
+                out.setdefault(str(expr), name)
+    return out
+
+
+def _dim_spec_name(d: Any) -> str | None:
+    name = getattr(d, "__name__", None)
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        return None
+    return name
+
+
+def _flat_dim_specs(dynamic_shapes: Any, module: Any, example_inputs: Any) -> list[Any]:
+    """One per-tensor spec for each user input, in the order of the exported inputs."""
+    if isinstance(dynamic_shapes, Mapping):
+        names: list[str] = []
+        if module is not None:
+            try:
+                sig = inspect.signature(module.forward)
+                names = [p.name for p in sig.parameters.values()
+                         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+            except (TypeError, ValueError):
+                names = []
+        if not names:
+            names = list(dynamic_shapes.keys())
+        n_args = len(example_inputs) if isinstance(example_inputs, (tuple, list)) else len(names)
+        specs = [dynamic_shapes.get(n) for n in names[:n_args]]
+        if isinstance(example_inputs, Mapping):
+            specs = [dynamic_shapes.get(n) for n in example_inputs]
+        return specs
+    if isinstance(dynamic_shapes, (tuple, list)):
+        return list(dynamic_shapes)
+    return []
+
+
+def _user_input_nodes(ep: Any) -> list[Any]:
+    from torch.export.graph_signature import InputKind
+
+    by_name = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
+    return [by_name[s.arg.name] for s in ep.graph_signature.input_specs
+            if s.kind == InputKind.USER_INPUT and getattr(s.arg, "name", None) in by_name]
+
+
+# ---------------------------------------------------------------------------
+# the importer
+
+
+@dataclass
+class ImportOptions:
+    """Knobs of :func:`import_exported_program`."""
+
+    name: str = "main"
+    """Name of the IR function."""
+    dim_names: Mapping[str, str] = field(default_factory=dict)
+    """torch symbol name (``s18``) -> IR symbol name (``B``)."""
+    source: str = "torch.export"
+    """How the source is named in error messages (a file name, a model class)."""
+
+
+class _Importer:
+    """One import: the FX walk, the environment and the symbol table."""
+
+    def __init__(self, ep: Any, opts: ImportOptions):
+        from irkit.frontends import torch_ops
+
+        self.ep = ep
+        self.opts = opts
+        self.converters = torch_ops.CONVERTERS
+        self.env: dict[Any, Any] = {}
+        self.sym_names: dict[str, str] = dict(opts.dim_names)
+        self.sym_examples: dict[str, int] = {}
+        self.unsupported = UnsupportedOps(opts.source)
+        self._dim_cache: dict[Any, Dim] = {}
+        self.graph: Graph | None = None
+        self.b: Builder | None = None
+
+    # -- symbols -------------------------------------------------------------
+    def expr_dim(self, expr: Any) -> Dim:
+        """A sympy size expression as an IR dim (polynomial over named symbols)."""
+        try:
+            return self._dim_cache[expr]
+        except (KeyError, TypeError):
+            pass
+        d = self._expr_dim(expr)
+        try:
+            self._dim_cache[expr] = d
+        except TypeError:
+            pass
+        return d
+
+    def _expr_dim(self, expr: Any) -> Dim:
+        import sympy
+
+        if isinstance(expr, (int, np.integer)) and not isinstance(expr, bool):
+            return int(expr)
+        if isinstance(expr, sympy.Integer):
+            return int(expr)
+        if isinstance(expr, sympy.Symbol):
+            s = str(expr)
+            if s.startswith("u"):
+                raise Unsupported(f"size {s} is data-dependent (an unbacked symbol)")
+            return SymDim.symbol(self.symbol_name(s))
+        if isinstance(expr, sympy.Add):
+            out: Dim = 0
+            for a in expr.args:
+                out = dim_add(out, self.expr_dim(a))
+            return out
+        if isinstance(expr, sympy.Mul):
+            out = 1
+            for a in expr.args:
+                out = dim_mul(out, self.expr_dim(a))
+            return out
+        if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and int(expr.exp) > 0:
+            base = self.expr_dim(expr.base)
+            out = 1
+            for _ in range(int(expr.exp)):
+                out = dim_mul(out, base)
+            return out
+        fname = type(expr).__name__
+        if fname in ("FloorDiv", "CleanDiv", "IntTrueDiv") and len(expr.args) == 2:
+            q = dim_floordiv(self.expr_dim(expr.args[0]), self.expr_dim(expr.args[1]))
+            if q is not None:
+                return q
+        raise Unsupported(f"symbolic size {expr} is not a polynomial in the input dims")
+
+    def symbol_name(self, torch_sym: str) -> str:
+        name = self.sym_names.get(torch_sym)
+        if name is None:
+            name = torch_sym
+            self.sym_names[torch_sym] = name
+        return name
+
+    def size_dim(self, s: Any) -> Dim:
+        """A size from torch metadata (int or SymInt) as an IR dim."""
+        if isinstance(s, bool):
+            raise Unsupported(f"boolean {s} where a size was expected")
+        if isinstance(s, (int, np.integer)):
+            return int(s)
+        if _is_sym(s):
+            return self.expr_dim(s.node.expr)
+        raise Unsupported(f"size {s!r} is not an integer")
+
+    def shape_dims(self, shape: Iterable[Any]) -> tuple[Dim, ...]:
+        return tuple(self.size_dim(s) for s in shape)
+
+    def meta_type(self, val: Any) -> TensorType:
+        """The IR type of a FakeTensor."""
+        return TensorType(self.shape_dims(val.shape), torch_dtype_to_ir(val.dtype))
+
+    # -- the walk --------------------------------------------------------------
+    def run(self) -> Module:
+        from torch.export.graph_signature import InputKind, OutputKind
+
+        ep = self.ep
+        sig = ep.graph_signature
+        specs = {s.arg.name: s for s in sig.input_specs if hasattr(s.arg, "name")}
+        placeholders = [n for n in ep.graph.nodes if n.op == "placeholder"]
+        user_nodes = []
+        for n in placeholders:
+            s = specs.get(n.name)
+            if s is None or s.kind == InputKind.USER_INPUT:
+                user_nodes.append(n)
+
+        arg_types: list[TensorType] = []
+        arg_names: list[str] = []
+        for n in user_nodes:
+            val = n.meta.get("val")
+            if val is None or not hasattr(val, "shape"):
+                raise FrontendError(f"{self.opts.source}: input '{n.name}' is not a tensor "
+                                    f"({type(val).__name__}); only tensor inputs are supported")
+            try:
+                t = self.meta_type(val)
+            except Unsupported as e:
+                raise FrontendError(f"{self.opts.source}: input '{n.name}': {e}") from None
+            arg_types.append(t)
+            arg_names.append(sanitize_name(n.name))
+            for s in val.shape:
+                if _is_sym(s) and getattr(s.node.expr, "is_Symbol", False):
+                    hint = _hint(s)
+                    if hint is not None:
+                        self.sym_examples.setdefault(self.symbol_name(str(s.node.expr)), hint)
+        self.graph = Graph(arg_types, arg_names)
+        self.b = Builder.at_end(self.graph)
+        for n, a in zip(user_nodes, self.graph.args):
+            self.env[n] = a
+
+        for n in placeholders:
+            if n in self.env:
+                continue
+            s = specs[n.name]
+            if not n.users:
+                continue  # a tied or unused parameter: no constant for it
+            self.env[n] = self._lifted(n, s)
+
+        output_node = None
+        for node in ep.graph.nodes:
+            if node.op == "placeholder":
+                continue
+            if node.op == "output":
+                output_node = node
+                break
+            self.visit(node)
+
+        outputs: list[Value] = []
+        if output_node is not None:
+            flat = list(output_node.args[0]) if isinstance(output_node.args[0], (tuple, list)) \
+                else [output_node.args[0]]
+            out_specs = list(sig.output_specs)
+            for i, o in enumerate(flat):
+                kind = out_specs[i].kind if i < len(out_specs) else OutputKind.USER_OUTPUT
+                if kind != OutputKind.USER_OUTPUT:
+                    self.unsupported.add(f"output kind {kind.name} (the program mutates "
+                                         f"{out_specs[i].target})", node_location(output_node))
+                    continue
+                v = self.env.get(o) if o is not None and hasattr(o, "op") else o
+                if v is FAILED:
+                    continue
+                if not isinstance(v, Value):
+                    self.unsupported.add(f"non-tensor output ({type(v).__name__})",
+                                         node_location(output_node))
+                    continue
+                outputs.append(v)
+        self.unsupported.raise_if_any()
+        self.b.loc = Location.unknown()
+        self.b.ret(*outputs)
+        fn = Function(self.opts.name, self.graph, Location(name=self.opts.source))
+        record_symbol_examples(fn, self.sym_examples)
+        return Module([fn])
+
+    def _lifted(self, node: Any, spec: Any) -> Any:
+        """A parameter, buffer or lifted constant as ``ik.constant`` named by its FQN."""
+        from torch.export.graph_signature import InputKind
+
+        ep = self.ep
+        target = spec.target
+        loc = Location(name=target or node.name)
+        if spec.kind in (InputKind.PARAMETER, InputKind.BUFFER):
+            t = ep.state_dict.get(target)
+            if t is None:
+                t = ep.constants.get(target)
+        elif spec.kind == InputKind.CONSTANT_TENSOR:
+            t = ep.constants.get(target)
+        else:
+            self.unsupported.add(f"input kind {spec.kind.name} ({target})", loc)
+            return FAILED
+        import torch
+
+        if not isinstance(t, torch.Tensor):
+            self.unsupported.add(f"non-tensor constant {target} ({type(t).__name__})", loc)
+            return FAILED
+        try:
+            arr = tensor_to_numpy(t)
+        except Unsupported as e:
+            self.unsupported.add(f"constant {target} ({e})", loc)
+            return FAILED
+        self.b.loc = loc
+        return self.b.constant(arr, name=sanitize_name(target))
+
+    def visit(self, node: Any) -> None:
+        if node.op == "get_attr":
+            self.env[node] = self._get_attr(node)
+            return
+        if node.op != "call_function":
+            self.unsupported.add(f"FX {node.op} node '{node.target}'", node_location(node))
+            self.env[node] = FAILED
+            return
+        args = self._resolve(node.args)
+        kwargs = self._resolve(node.kwargs)
+        if _contains_failed(args) or _contains_failed(kwargs):
+            self.env[node] = FAILED
+            return
+        loc = node_location(node)
+        self.b.loc = loc
+        target = node.target
+        key = op_key(target)
+        conv = self.converters.get(key) or self.converters.get(_packet_key(target))
+        val = node.meta.get("val")
+        try:
+            if conv is None:
+                if _is_sym(val) or (isinstance(val, (int, float, bool)) and not _is_tensor_op(target)):
+                    # Size arithmetic (sym_size, operator.mul on SymInts, sym_max...): the
+                    # metadata already holds the resulting expression.
+                    self.env[node] = self._scalar_from_meta(val)
+                    return
+                if _is_noop(key):
+                    self.env[node] = None
+                    return
+                raise _NoConverter()
+            cx = Cx(self, node, loc)
+            bound = bind_args(target, args, kwargs)
+            result = conv(cx, bound)
+            self.env[node] = self._check(node, result, val)
+        except _NoConverter:
+            self.unsupported.add(key, loc)
+            self.env[node] = FAILED
+        except Unsupported as e:
+            self.unsupported.add(f"{key} ({e})", loc)
+            self.env[node] = FAILED
+        except BuildError as e:
+            self.unsupported.add(f"{key} (irkit cannot express it: {e})", loc)
+            self.env[node] = FAILED
+
+    def _scalar_from_meta(self, val: Any) -> Any:
+        import torch
+
+        if isinstance(val, torch.SymInt):
+            return self.expr_dim(val.node.expr)
+        if isinstance(val, torch.SymFloat):
+            e = val.node.expr
+            if getattr(e, "is_number", False):
+                return float(e)
+            raise Unsupported(f"symbolic float {e}")
+        if isinstance(val, torch.SymBool):
+            e = val.node.expr
+            if e in (True, False) or getattr(e, "is_Boolean", False) and e.is_Boolean and str(e) in ("True", "False"):
+                return str(e) == "True"
+            raise Unsupported(f"symbolic condition {e}")
+        return val
+
+    def _check(self, node: Any, result: Any, val: Any) -> Any:
+        """Check the IR result against torch's metadata (shape and dtype)."""
+        import torch
+
+        if isinstance(result, Value) and isinstance(val, torch.Tensor):
+            want = self.meta_type(val)
+            if result.type != want:
+                raise Unsupported(
+                    f"irkit built {result.type} but torch says {want} (a frontend bug; please report it)")
+        elif isinstance(result, (tuple, list)) and isinstance(val, (tuple, list)):
+            for r, v in zip(result, val):
+                if isinstance(r, Value) and isinstance(v, torch.Tensor):
+                    want = self.meta_type(v)
+                    if r.type != want:
+                        raise Unsupported(f"irkit built {r.type} but torch says {want} "
+                                          "(a frontend bug; please report it)")
+        return result
+
+    def _get_attr(self, node: Any) -> Any:
+        import torch
+
+        obj: Any = self.ep.graph_module
+        for part in str(node.target).split("."):
+            obj = getattr(obj, part, None)
+            if obj is None:
+                break
+        if isinstance(obj, torch.fx.GraphModule):
+            return obj
+        if isinstance(obj, torch.Tensor):
+            self.b.loc = Location(name=str(node.target))
+            return self.b.constant(tensor_to_numpy(obj), name=sanitize_name(str(node.target)))
+        self.unsupported.add(f"get_attr of {type(obj).__name__} '{node.target}'", node_location(node))
+        return FAILED
+
+    def _resolve(self, a: Any) -> Any:
+        import torch
+
+        if isinstance(a, torch.fx.Node):
+            v = self.env.get(a, FAILED)
+            return _Lazy.force(v)
+        if isinstance(a, (list, tuple)):
+            items = [self._resolve(x) for x in a]
+            return items if isinstance(a, list) else tuple(items)
+        if isinstance(a, dict):
+            return {k: self._resolve(v) for k, v in a.items()}
+        return a
+
+    def inline(self, gm: Any, inputs: Sequence[Any]) -> Any:
+        """Import the graph of a submodule (a higher-order op's body) in place."""
+        sub_env_saved = self.env
+        self.env = dict(sub_env_saved)
+        try:
+            ph = [n for n in gm.graph.nodes if n.op == "placeholder"]
+            if len(ph) != len(inputs):
+                raise Unsupported(f"submodule takes {len(ph)} inputs, got {len(inputs)}")
+            for n, v in zip(ph, inputs):
+                self.env[n] = v
+            out = None
+            for n in gm.graph.nodes:
+                if n.op == "placeholder":
+                    continue
+                if n.op == "output":
+                    out = self._resolve(n.args[0])
+                    break
+                if n.op == "get_attr":
+                    self.env[n] = _get_attr_of(gm, n, self)
+                    continue
+                self.visit(n)
+            return out
+        finally:
+            self.env = sub_env_saved
+
+
+def _get_attr_of(gm: Any, node: Any, imp: _Importer) -> Any:
+    import torch
+
+    obj: Any = gm
+    for part in str(node.target).split("."):
+        obj = getattr(obj, part, None)
+    if isinstance(obj, torch.fx.GraphModule):
+        return obj
+    if isinstance(obj, torch.Tensor):
+        return imp.b.constant(tensor_to_numpy(obj), name=sanitize_name(str(node.target)))
+    return FAILED
+
+
+def _hint(s: Any) -> int | None:
+    try:
+        h = s.node.hint
+        return int(h) if h is not None else None
+    except Exception:  # noqa: BLE001 - a missing hint only loses an example size
+        return None
+
+
+class _NoConverter(Exception):
+    pass
+
+
+class _Lazy:
+    """A multi-output op's secondary result, built only if some node uses it."""
+
+    def __init__(self, build: Callable[[], Any]):
+        self.build = build
+        self.value: Any = None
+        self.done = False
+
+    @staticmethod
+    def force(v: Any) -> Any:
+        if isinstance(v, _Lazy):
+            if not v.done:
+                v.value = v.build()
+                v.done = True
+            return v.value
+        return v
+
+
+def lazy(build: Callable[[], Any]) -> _Lazy:
+    """Wrap a secondary result (e.g. layer norm's mean) so it is built on first use."""
+    return _Lazy(build)
+
+
+def _contains_failed(a: Any) -> bool:
+    if a is FAILED:
+        return True
+    if isinstance(a, (list, tuple)):
+        return any(_contains_failed(x) for x in a)
+    if isinstance(a, dict):
+        return any(_contains_failed(x) for x in a.values())
+    return False
+
+
+def op_key(target: Any) -> str:
+    """``aten.add.Tensor`` for an OpOverload, ``operator.getitem``, ``torch.sym_max``..."""
+    import torch
+
+    if isinstance(target, torch._ops.OpOverload):
+        return str(target)
+    if isinstance(target, torch._ops.HigherOrderOperator):
+        return f"higher_order.{target.name()}"
+    mod = getattr(target, "__module__", None) or ""
+    name = getattr(target, "__name__", None) or str(target)
+    if mod in ("_operator", "operator"):
+        return f"operator.{name}"
+    if mod.startswith("torch"):
+        return f"torch.{name}"
+    return f"{mod}.{name}" if mod else name
+
+
+def _packet_key(target: Any) -> str:
+    import torch
+
+    if isinstance(target, torch._ops.OpOverload):
+        return str(target.overloadpacket)
+    return ""
+
+
+def _is_tensor_op(target: Any) -> bool:
+    import torch
+
+    return isinstance(target, torch._ops.OpOverload) and not str(target).startswith("aten.sym_")
+
+
+_NOOPS = re.compile(r"aten\._assert_\w+|aten\.sym_constrain_range\w*|aten\._functional_assert\w*|"
+                    r"aten\._functional_sym_constrain\w*|torch\._check\w*|aten\._print\.\w+")
+
+
+def _is_noop(key: str) -> bool:
+    return bool(_NOOPS.match(key))
+
+
+def bind_args(target: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """Arguments by schema name, defaults filled in (OpOverloads); ``argN`` otherwise."""
+    import torch
+
+    if isinstance(target, torch._ops.OpOverload):
+        out: dict[str, Any] = {}
+        for i, a in enumerate(target._schema.arguments):
+            if i < len(args) and not a.kwarg_only:
+                out[a.name] = args[i]
+            elif a.name in kwargs:
+                out[a.name] = kwargs[a.name]
+            elif a.has_default_value():
+                out[a.name] = a.default_value
+            else:
+                out[a.name] = None
+        return out
+    out = {f"arg{i}": a for i, a in enumerate(args)}
+    out.update(kwargs)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# converter context
+
+
+class Cx:
+    """What a converter sees: the builder, the node's metadata and helpers."""
+
+    def __init__(self, imp: _Importer, node: Any, loc: Location):
+        self.imp = imp
+        self.node = node
+        self.loc = loc
+        self.b: Builder = imp.b  # type: ignore[assignment]
+
+    # -- metadata ------------------------------------------------------------
+    @property
+    def meta(self) -> Any:
+        return self.node.meta.get("val")
+
+    def out_type(self, k: int | None = None) -> TensorType:
+        v = self.meta if k is None else self.meta[k]
+        if v is None or not hasattr(v, "shape"):
+            raise Unsupported("torch recorded no tensor metadata for this node")
+        return self.imp.meta_type(v)
+
+    @property
+    def out_dtype(self) -> DType:
+        return self.out_type().dtype
+
+    @property
+    def out_shape(self) -> tuple[Dim, ...]:
+        return self.out_type().shape
+
+    def dim(self, x: Any) -> Dim:
+        """An int or a size (from a SymInt node) as a dim."""
+        if isinstance(x, (int, SymDim)) and not isinstance(x, bool):
+            return x
+        if isinstance(x, np.integer):
+            return int(x)
+        raise Unsupported(f"expected a size, got {x!r}")
+
+    # -- values --------------------------------------------------------------
+    def cast(self, v: Value, dt: DType) -> Value:
+        if v.dtype == dt:
+            return v
+        return self.b.cast(v, to=dt)
+
+    def tensor(self, x: Any, dt: DType) -> Value:
+        """``x`` (a Value, a Python number or a size) as a tensor of dtype ``dt``."""
+        if isinstance(x, Value):
+            return self.cast(x, dt)
+        if isinstance(x, SymDim):
+            return self.cast(self.dim_tensor(x), dt)
+        if isinstance(x, (bool, int, float, np.number)):
+            v = x
+            if dt.is_int and isinstance(x, float):
+                if not float(x).is_integer():
+                    raise Unsupported(f"scalar {x} in an integer op")
+                v = int(x)
+            if dt.is_bool:
+                v = bool(x)
+            return self.b.scalar(v, dt)
+        raise Unsupported(f"expected a tensor or number, got {type(x).__name__}")
+
+    def dim_tensor(self, d: Dim) -> Value:
+        """A rank-0 i64 tensor holding the value of dim ``d`` (symbolic dims too).
+
+        The IR has no op reading a symbol's value, but a sum of ones over a
+        tensor of that extent is exactly it, and it folds away once the dim is
+        static.
+        """
+        if isinstance(d, int):
+            return self.b.scalar(d, DType.i64)
+        one = self.b.scalar(1, DType.i64)
+        ones = self.b.broadcast(one, shape=(d,))
+        return self.b.reduce_sum(ones, axes=(0,), keepdims=False)
+
+    def reshape(self, v: Value, shape: Sequence[Dim]) -> Value:
+        shape = tuple(shape)
+        if v.shape == shape:
+            return v
+        return self.b.reshape(v, shape=shape)
+
+    def broadcast(self, v: Value, shape: Sequence[Dim]) -> Value:
+        shape = tuple(shape)
+        if v.shape == shape:
+            return v
+        return self.b.broadcast(v, shape=shape)
+
+    def splat(self, value: Any, dt: DType, shape: Sequence[Dim]) -> Value:
+        """A tensor of ``shape`` filled with ``value`` (a constant when static)."""
+        shape = tuple(shape)
+        if isinstance(value, Value):
+            return self.broadcast(self.cast(value, dt), shape)
+        if all(isinstance(d, int) for d in shape):
+            v = self.tensor(value, dt)
+            if not shape:
+                return v
+            if isinstance(value, SymDim):
+                return self.broadcast(v, shape)
+            val = bool(value) if dt.is_bool else (int(value) if dt.is_int else float(value))
+            return self.b.scalar(val, dt, shape)
+        return self.b.broadcast(self.tensor(value, dt), shape=shape)
+
+    def rank(self, v: Value) -> int:
+        return v.type.rank
+
+
+def _result_dtype(*xs: Any) -> DType:
+    """torch's type promotion over tensors (Values) and Python scalars."""
+    import torch
+
+    objs: list[Any] = []
+    for x in xs:
+        if isinstance(x, Value):
+            objs.append(torch.empty((1,) if x.type.rank else (), dtype=ir_dtype_to_torch(x.dtype)))
+        elif isinstance(x, SymDim):
+            objs.append(1)
+        else:
+            objs.append(x)
+    if len(objs) == 1:
+        o = objs[0]
+        return torch_dtype_to_ir(o.dtype if isinstance(o, torch.Tensor) else torch.tensor(o).dtype)
+    dt = torch.result_type(objs[0], objs[1])
+    for o in objs[2:]:
+        dt = torch.promote_types(dt, torch.result_type(torch.empty((), dtype=dt), o))
+    return torch_dtype_to_ir(dt)
+
+
+result_dtype = _result_dtype
+
+
+# ---------------------------------------------------------------------------
+# public API
+
+
+def import_exported_program(ep: Any, name: str = "main", *, dim_names: Mapping[str, str] | None = None,
+                            dynamic_shapes: Any = None, source: str | None = None) -> Module:
+    """Import a ``torch.export.ExportedProgram`` (before or after ``run_decompositions()``).
+
+    ``dim_names`` maps torch's size symbols (``s18``) to IR symbol names; or give
+    the ``dynamic_shapes`` that were passed to ``torch.export.export`` and the
+    names of its ``Dim`` objects are used.  Symbols left unnamed keep torch's
+    name.  Raises :class:`UnsupportedOpsError` listing every op irkit cannot
+    import, with counts and locations.
+    """
+    try:
+        from torch.export import ExportedProgram
+    except ImportError:
+        raise FrontendError("the torch frontend needs PyTorch (pip install 'irkit[torch]')") from None
+    if not isinstance(ep, ExportedProgram):
+        raise FrontendError(f"expected a torch.export.ExportedProgram, got {type(ep).__name__}")
+    names = dict(dim_names or {})
+    if dynamic_shapes is not None:
+        for k, v in dim_names_from_spec(ep, dynamic_shapes).items():
+            names.setdefault(k, v)
+    src = source or _program_source(ep)
+    return _Importer(ep, ImportOptions(name=name, dim_names=names, source=src)).run()
+
+
+def _program_source(ep: Any) -> str:
+    try:
+        for n in ep.graph.nodes:
+            stack = n.meta.get("nn_module_stack")
+            if stack:
+                first = next(iter(stack.values()))
+                cls = first[1] if isinstance(first, tuple) else str(first)
+                return f"torch.export of {str(cls).rsplit('.', 1)[-1]}"
+    except Exception:  # noqa: BLE001 - the name is cosmetic
+        pass
+    return "torch.export program"
+
+
+def export_module(module: Any, example_inputs: Any, dynamic_shapes: Any = None, *,
+                  strict: bool = False, source: str | None = None) -> Any:
+    """``torch.export.export`` with errors turned into one-line :class:`FrontendError`."""
+    import torch
+
+    src = source or f"torch.export of {type(module).__name__}"
+    if not isinstance(module, torch.nn.Module):
+        if callable(module):
+            module = _FunctionModule(module)
+        else:
+            raise FrontendError(f"{src}: expected a torch.nn.Module, got {type(module).__name__}")
+    if isinstance(example_inputs, Mapping):
+        args, kwargs = (), dict(example_inputs)
+    elif isinstance(example_inputs, (tuple, list)):
+        args, kwargs = tuple(example_inputs), {}
+    elif isinstance(example_inputs, torch.Tensor):
+        args, kwargs = (example_inputs,), {}
+    else:
+        raise FrontendError(f"{src}: example inputs must be a tuple of tensors or a dict, "
+                            f"got {type(example_inputs).__name__}")
+    try:
+        return torch.export.export(module, args, kwargs or None, dynamic_shapes=dynamic_shapes,
+                                   strict=strict)
+    except Exception as e:  # noqa: BLE001 - torch raises many kinds; the user needs one line
+        raise FrontendError(f"{src}: torch.export failed: {type(e).__name__}: {_first_line(e)}") from None
+
+
+class _FunctionModule:
+    """Wraps a plain function of tensors as an nn.Module for torch.export."""
+
+    def __new__(cls, fn: Callable[..., Any]) -> Any:
+        import torch
+
+        class Fn(torch.nn.Module):
+            def forward(self, *args: Any, **kwargs: Any) -> Any:
+                return fn(*args, **kwargs)
+
+        m = Fn()
+        m.__class__.__name__ = getattr(fn, "__name__", "function")
+        return m
+
+
+def _first_line(e: BaseException) -> str:
+    s = str(e).strip()
+    for line in s.splitlines():
+        line = line.strip()
+        if line:
+            return line[:500]
+    return type(e).__name__
+
+
+def keep_attention_decompositions() -> dict[Any, Any]:
+    """torch's default core-ATen decomposition table, minus SDPA (kept whole as ``ik.attention``)."""
+    import torch
+    from torch.export import default_decompositions
+
+    table = default_decompositions()
+    table.pop(torch.ops.aten.scaled_dot_product_attention.default, None)
+    return table
+
+
+def decompose(ep: Any, *, keep_attention: bool = False) -> Any:
+    """``ep.run_decompositions()`` to core ATen; ``keep_attention`` keeps SDPA whole."""
+    try:
+        if keep_attention:
+            return ep.run_decompositions(keep_attention_decompositions())
+        return ep.run_decompositions()
+    except Exception as e:  # noqa: BLE001
+        raise FrontendError(f"run_decompositions failed: {type(e).__name__}: {_first_line(e)}") from None
+
+
+def import_torch_factory(module: Any, example_inputs: Any, dynamic_shapes: Any = None, *,
+                         name: str = "main", decompositions: str = "none",
+                         strict: bool = False) -> Module:
+    """Export ``module`` on ``example_inputs`` with torch.export, then import it.
+
+    ``dynamic_shapes`` is passed to ``torch.export.export``; the names of its
+    ``Dim`` objects become the IR's symbol names.  ``decompositions`` is
+    ``"none"`` (import torch's training IR as exported), ``"core"``
+    (``run_decompositions()``: core ATen, SDPA becomes math) or
+    ``"core-keep-attention"`` (core ATen but SDPA kept whole).
+    """
+    if decompositions not in ("none", "core", "core-keep-attention"):
+        raise FrontendError(f"unknown decompositions '{decompositions}' "
+                            "(expected none, core or core-keep-attention)")
+    src = f"torch.export of {type(module).__name__}"
+    ep = export_module(module, example_inputs, dynamic_shapes, strict=strict, source=src)
+    names = dim_names_from_spec(ep, dynamic_shapes, module, example_inputs)
+    if decompositions != "none":
+        ep = decompose(ep, keep_attention=decompositions == "core-keep-attention")
+        # Decomposition re-traces: map the new symbols through the input shapes again.
+        names = dim_names_from_spec(ep, dynamic_shapes, module, example_inputs)
+    return _Importer(ep, ImportOptions(name=name, dim_names=names, source=src)).run()
+
+
+def load_pt2(path: str | os.PathLike[str], name: str = "main", *,
+             dim_names: Mapping[str, str] | None = None) -> Module:
+    """Import a ``.pt2`` file saved by ``torch.export.save`` without unpickling anything.
+
+    See :mod:`irkit.frontends.torch_pt2` (and docs/frontend-torch.md) for what
+    is checked before torch's deserializer sees the file.
+    """
+    from irkit.frontends.torch_pt2 import load_exported_program_safely
+
+    ep = load_exported_program_safely(path)
+    return import_exported_program(ep, name, dim_names=dim_names, source=str(path))
+
+
+# ---------------------------------------------------------------------------
+# file.py:factory
+
+
+def load_factory_spec(spec: str) -> tuple[Any, str]:
+    """Call the factory named by ``path/to/file.py:factory``; returns (its result, a label)."""
+    path, sep, fname = spec.rpartition(":")
+    if not sep or not path or not fname:
+        raise FrontendError(f"{spec}: expected FILE.py:FACTORY (a Python file and a function in it)")
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", fname):
+        raise FrontendError(f"{spec}: '{fname}' is not a Python function name")
+    p = Path(path)
+    if p.suffix == ".py" or os.sep in path or "/" in path:
+        if not p.exists():
+            raise FrontendError(f"{path}: no such file")
+        if not p.is_file():
+            raise FrontendError(f"{path}: is not a file")
+        mod_name = "_irkit_factory_" + re.sub(r"\W", "_", str(p.resolve()))
+        try:
+            ms = importlib.util.spec_from_file_location(mod_name, p)
+            if ms is None or ms.loader is None:
+                raise FrontendError(f"{path}: cannot be loaded as a Python module")
+            mod = importlib.util.module_from_spec(ms)
+            # Registered so that dataclasses and pickling inside the file can find it.
+            sys.modules[mod_name] = mod
+            ms.loader.exec_module(mod)
+        except FrontendError:
+            raise
+        except SyntaxError as e:
+            sys.modules.pop(mod_name, None)
+            raise FrontendError(f"{path}:{e.lineno}: syntax error: {e.msg}") from None
+        except Exception as e:  # noqa: BLE001 - running user code: any error becomes one line
+            sys.modules.pop(mod_name, None)
+            raise FrontendError(f"{path}: importing the file failed: {type(e).__name__}: "
+                                f"{_first_line(e)}") from None
+    else:
+        try:
+            mod = importlib.import_module(path)
+        except Exception as e:  # noqa: BLE001
+            raise FrontendError(f"{spec}: cannot import module '{path}': {type(e).__name__}: "
+                                f"{_first_line(e)}") from None
+    fn = getattr(mod, fname, None)
+    if fn is None:
+        avail = sorted(n for n, v in vars(mod).items() if callable(v) and not n.startswith("_")
+                       and getattr(v, "__module__", None) == mod.__name__)
+        hint = f" (it defines: {', '.join(avail[:12])})" if avail else ""
+        raise FrontendError(f"{path}: no function '{fname}'{hint}")
+    if not callable(fn):
+        raise FrontendError(f"{spec}: '{fname}' is a {type(fn).__name__}, not a function")
+    try:
+        result = fn()
+    except Exception as e:  # noqa: BLE001 - the factory is user code
+        raise FrontendError(f"{spec}: the factory raised {type(e).__name__}: {_first_line(e)}") from None
+    return result, spec
+
+
+def is_torch_factory_result(result: Any) -> bool:
+    """True when ``result`` looks like ``(nn.Module, inputs[, dynamic_shapes])``."""
+    try:
+        import torch
+    except ImportError:
+        return False
+    return (isinstance(result, (tuple, list)) and len(result) in (2, 3)
+            and isinstance(result[0], torch.nn.Module))
+
+
+def import_factory_spec(spec: str, *, name: str = "main", decompositions: str = "none") -> Module:
+    """Import ``path/to/file.py:factory``: the factory returns ``(module, inputs[, dynamic_shapes])``."""
+    result, label = load_factory_spec(spec)
+    if not is_torch_factory_result(result):
+        what = type(result).__name__
+        if isinstance(result, (tuple, list)) and result:
+            what = f"{what} of ({', '.join(type(x).__name__ for x in result)})"
+        raise FrontendError(f"{label}: the factory returned {what}; the torch frontend expects "
+                            "(torch.nn.Module, example_inputs) or (module, inputs, dynamic_shapes)")
+    module, inputs = result[0], result[1]
+    dyn = result[2] if len(result) == 3 else None
+    m = import_torch_factory(module, inputs, dyn, name=name, decompositions=decompositions)
+    return m
+
+
+__all__ = [
+    "import_exported_program", "import_torch_factory", "load_pt2", "import_factory_spec",
+    "load_factory_spec", "is_torch_factory_result", "export_module", "decompose",
+    "keep_attention_decompositions", "dim_names_from_spec", "Unsupported", "Cx", "lazy",
+    "torch_dtype_to_ir", "tensor_to_numpy", "node_location", "supported_ops",
+]
+
+
+def supported_ops() -> list[str]:
+    """The ATen overloads and packets the torch frontend converts (for `irkit coverage`)."""
+    from irkit.frontends import torch_ops
+
+    return sorted(torch_ops.CONVERTERS)

@@ -1,0 +1,1470 @@
+"""ATen -> irkit converters for the torch.export frontend.
+
+Design note.  One table, :data:`CONVERTERS`, maps an ATen overload
+(``aten.add.Tensor``) or a whole overload packet (``aten.add``) to a function
+``conv(cx, a) -> result``: ``a`` holds the op's arguments by schema name with
+defaults filled in (FX nodes already replaced by IR values, dims or Python
+values) and ``cx`` is the :class:`~irkit.frontends.torch_export.Cx` with the
+builder and the node's torch metadata.  A converter returns a Value, a tuple
+of them (multi-output ops), or raises :class:`Unsupported` with a reason.
+
+Dtypes follow torch exactly: arithmetic computes in the node's result dtype
+(read from its metadata), comparisons in the promoted dtype of their operands
+(``torch.result_type``), and Python scalars take the tensor's dtype.  Both
+torch's training IR (``linear``, ``layer_norm``, ``scaled_dot_product_attention``,
+``dropout``...) and core ATen after ``run_decompositions()`` (``addmm``,
+``native_layer_norm``, ``_softmax``, ``_to_copy``...) are covered.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from irkit.frontends.torch_export import Cx, Unsupported, lazy, result_dtype, torch_dtype_to_ir
+from irkit.ir.core import Value
+from irkit.ir.types import Dim, DType, SymDim, dim_add, dim_mul, dim_prod, dim_sub, normalize_axis
+
+Converter = Callable[[Cx, dict], Any]
+CONVERTERS: dict[str, Converter] = {}
+
+# int64 max: what torch records for an open slice end (`x[2:]`).
+_INT_MAX = 2**63 - 1
+
+
+def conv(*names: str) -> Callable[[Converter], Converter]:
+    """Register a converter under ATen overload or packet names (``add.Tensor`` -> ``aten.add.Tensor``)."""
+
+    def deco(fn: Converter) -> Converter:
+        for n in names:
+            key = n if "." in n and n.split(".")[0] in ("aten", "operator", "torch", "higher_order") \
+                else f"aten.{n}"
+            CONVERTERS[key] = fn
+        return fn
+
+    return deco
+
+
+# ---------------------------------------------------------------------------
+# helpers
+
+
+def _axis(d: int, rank: int) -> int:
+    try:
+        return normalize_axis(int(d), rank)
+    except ValueError as e:
+        raise Unsupported(str(e)) from None
+
+
+def _axes(dims: Any, rank: int) -> tuple[int, ...]:
+    """A torch ``dim`` argument (None, int or list) as sorted axes; () means all."""
+    if dims is None:
+        return ()
+    if isinstance(dims, (int, np.integer)):
+        dims = [dims]
+    if len(dims) == 0:
+        return ()
+    return tuple(sorted({_axis(d, rank) for d in dims}))
+
+
+def _dtype_arg(dt: Any) -> DType | None:
+    return None if dt is None else torch_dtype_to_ir(dt)
+
+
+def _float_dtype(cx: Cx) -> DType:
+    dt = cx.out_dtype
+    if not dt.is_float:
+        raise Unsupported(f"result dtype {dt} where a float was expected")
+    return dt
+
+
+def _and(cx: Cx, x: Value, y: Value) -> Value:
+    # `and`/`not` are Python keywords, so these ops are built by name.
+    return cx.b.create("ik.and", [x, y]).results[0]
+
+
+def _not(cx: Cx, x: Value) -> Value:
+    return cx.b.create("ik.not", [x]).results[0]
+
+
+def _force(v: Any) -> Any:
+    from irkit.frontends.torch_export import _Lazy
+
+    return _Lazy.force(v)
+
+
+def _require(x: Any, what: str) -> Value:
+    if not isinstance(x, Value):
+        raise Unsupported(f"{what} must be a tensor, got {type(x).__name__}")
+    return x
+
+
+def _static(d: Dim, what: str) -> int:
+    if not isinstance(d, int):
+        raise Unsupported(f"{what} is symbolic ({d}); only static sizes are supported here")
+    return d
+
+
+# ---------------------------------------------------------------------------
+# identity-like ops
+
+
+@conv("clone", "contiguous", "alias", "detach", "lift_fresh_copy", "lift_fresh", "alias_copy",
+      "detach_copy", "view_as", "reshape_as", "_conj", "resolve_conj",
+      "resolve_neg", "positive")
+def _identity(cx: Cx, a: dict) -> Any:
+    x = _require(a["self"], "input")
+    out = cx.out_type()
+    if out.shape != x.shape:
+        return cx.reshape(x, out.shape)
+    return x
+
+
+@conv("dropout", "feature_dropout", "alpha_dropout", "feature_alpha_dropout")
+def _dropout(cx: Cx, a: dict) -> Any:
+    x = _require(a["input"], "input")
+    if a.get("train"):
+        # Exported in training mode: the IR is an inference IR, dropout is the identity there.
+        return cx.b.dropout(x, p=float(a.get("p") or 0.0))
+    return x
+
+
+@conv("native_dropout")
+def _native_dropout(cx: Cx, a: dict) -> Any:
+    x = _require(a["input"], "input")
+    out = cx.b.dropout(x, p=float(a.get("p") or 0.0)) if a.get("train") else x
+    return (out, lazy(lambda: cx.splat(True, DType.bool, x.shape)))
+
+
+@conv("_to_copy", "to", "type_as", "_to_dim_order_copy", "to_dtype", "_autocast_to_reduced_precision",
+      "_autocast_to_full_precision")
+def _to(cx: Cx, a: dict) -> Any:
+    x = _require(a.get("self"), "input")
+    return cx.cast(x, cx.out_dtype)
+
+
+@conv("copy")
+def _copy(cx: Cx, a: dict) -> Any:
+    src = _require(a["src"], "src")
+    return cx.broadcast(cx.cast(src, cx.out_dtype), cx.out_shape)
+
+
+# ---------------------------------------------------------------------------
+# elementwise arithmetic
+
+
+def _binary_operands(cx: Cx, x: Any, y: Any, dt: DType) -> tuple[Value, Value]:
+    return cx.tensor(x, dt), cx.tensor(y, dt)
+
+
+def _arith(ik: str, bool_op: str | None = None) -> Converter:
+    def fn(cx: Cx, a: dict) -> Any:
+        x, y = a["self"], a["other"]
+        dt = cx.out_dtype
+        if dt.is_bool:
+            if bool_op is None:
+                raise Unsupported(f"{ik} on booleans")
+            xv, yv = cx.tensor(x, DType.bool), cx.tensor(y, DType.bool)
+            return cx.b.create(f"ik.{bool_op}", [xv, yv]).results[0]
+        xv, yv = _binary_operands(cx, x, y, dt)
+        alpha = a.get("alpha")
+        if alpha is not None and alpha != 1:
+            yv = cx.b.mul(yv, cx.tensor(alpha, dt))
+        return cx.b.create(f"ik.{ik}", [xv, yv]).results[0]
+
+    return fn
+
+
+conv("add")(_arith("add", "or"))
+conv("sub")(_arith("sub"))
+conv("mul")(_arith("mul", "and"))
+
+
+@conv("rsub")
+def _rsub(cx: Cx, a: dict) -> Any:
+    dt = cx.out_dtype
+    x, y = _binary_operands(cx, a["self"], a["other"], dt)
+    alpha = a.get("alpha")
+    if alpha is not None and alpha != 1:
+        x = cx.b.mul(x, cx.tensor(alpha, dt))
+    return cx.b.sub(y, x)
+
+
+def _trunc(cx: Cx, v: Value) -> Value:
+    zero = cx.tensor(0, v.dtype)
+    return cx.b.where(cx.b.lt(v, zero), cx.b.ceil(v), cx.b.floor(v))
+
+
+def _int_floor_div(cx: Cx, x: Value, y: Value) -> Value:
+    # ik.div truncates integers; floor division steps down when the signs differ and
+    # the division is inexact.
+    q = cx.b.div(x, y)
+    r = cx.b.sub(x, cx.b.mul(q, y))
+    zero = cx.tensor(0, x.dtype)
+    inexact = cx.b.ne(r, zero)
+    signs = cx.b.ne(cx.b.lt(r, zero), cx.b.lt(y, zero))
+    return cx.b.sub(q, cx.cast(_and(cx, inexact, signs), x.dtype))
+
+
+@conv("div", "true_divide")
+def _div(cx: Cx, a: dict) -> Any:
+    dt = cx.out_dtype
+    mode = a.get("rounding_mode")
+    x, y = _binary_operands(cx, a["self"], a["other"], dt)
+    if mode is None:
+        return cx.b.div(x, y)
+    if mode == "trunc":
+        return cx.b.div(x, y) if dt.is_int else _trunc(cx, cx.b.div(x, y))
+    if mode == "floor":
+        return _int_floor_div(cx, x, y) if dt.is_int else cx.b.floor(cx.b.div(x, y))
+    raise Unsupported(f"rounding_mode '{mode}'")
+
+
+@conv("floor_divide")
+def _floor_divide(cx: Cx, a: dict) -> Any:
+    dt = cx.out_dtype
+    x, y = _binary_operands(cx, a["self"], a["other"], dt)
+    return _int_floor_div(cx, x, y) if dt.is_int else cx.b.floor(cx.b.div(x, y))
+
+
+@conv("remainder")
+def _remainder(cx: Cx, a: dict) -> Any:
+    # Python-style modulo: the result takes the divisor's sign.
+    dt = cx.out_dtype
+    x, y = _binary_operands(cx, a["self"], a["other"], dt)
+    r = cx.b.rem(x, y)
+    zero = cx.tensor(0, dt)
+    fix = _and(cx, cx.b.ne(r, zero), cx.b.ne(cx.b.lt(r, zero), cx.b.lt(y, zero)))
+    return cx.b.where(fix, cx.b.add(r, y), r)
+
+
+@conv("fmod")
+def _fmod(cx: Cx, a: dict) -> Any:
+    dt = cx.out_dtype
+    x, y = _binary_operands(cx, a["self"], a["other"], dt)
+    return cx.b.rem(x, y)
+
+
+@conv("pow")
+def _pow(cx: Cx, a: dict) -> Any:
+    dt = cx.out_dtype
+    x, e = _binary_operands(cx, a["self"], a["exponent"], dt)
+    return cx.b.pow(x, e)
+
+
+@conv("maximum", "max.other", "fmax")
+def _maximum(cx: Cx, a: dict) -> Any:
+    dt = cx.out_dtype
+    x, y = _binary_operands(cx, a["self"], a["other"], dt)
+    return cx.b.max(x, y)
+
+
+@conv("minimum", "min.other", "fmin")
+def _minimum(cx: Cx, a: dict) -> Any:
+    dt = cx.out_dtype
+    x, y = _binary_operands(cx, a["self"], a["other"], dt)
+    return cx.b.min(x, y)
+
+
+@conv("clamp", "clip", "clamp_min", "clamp_max", "hardtanh")
+def _clamp(cx: Cx, a: dict) -> Any:
+    dt = cx.out_dtype
+    x = cx.tensor(a.get("self", a.get("input")), dt)
+    lo = a.get("min", a.get("min_val"))
+    hi = a.get("max", a.get("max_val"))
+    if lo is not None:
+        x = cx.b.max(x, cx.tensor(lo, dt))
+    if hi is not None:
+        x = cx.b.min(x, cx.tensor(hi, dt))
+    return x
+
+
+# unary: aten packet -> (ik op, float only)
+_UNARY = {
+    "neg": ("neg", False), "abs": ("abs", False), "exp": ("exp", True), "log": ("log", True),
+    "sqrt": ("sqrt", True), "rsqrt": ("rsqrt", True), "reciprocal": ("reciprocal", True),
+    "tanh": ("tanh", True), "erf": ("erf", True), "sigmoid": ("sigmoid", True), "sin": ("sin", True),
+    "cos": ("cos", True), "sign": ("sign", False), "relu": ("relu", False), "silu": ("silu", True),
+}
+
+
+def _unary(ik: str, float_only: bool) -> Converter:
+    def fn(cx: Cx, a: dict) -> Any:
+        x = _require(a["self"], "input")
+        dt = cx.out_dtype
+        x = cx.cast(x, dt)
+        return cx.b.create(f"ik.{ik}", [x]).results[0]
+
+    return fn
+
+
+for _name, (_ik, _fo) in _UNARY.items():
+    conv(_name)(_unary(_ik, _fo))
+
+
+@conv("floor", "ceil", "trunc", "fix", "round.default")
+def _rounding(cx: Cx, a: dict) -> Any:
+    x = _require(a["self"], "input")
+    if x.dtype.is_int or x.dtype.is_bool:
+        return x
+    name = str(cx.node.target.overloadpacket).split(".")[-1]
+    if name == "floor":
+        return cx.b.floor(x)
+    if name == "ceil":
+        return cx.b.ceil(x)
+    if name in ("trunc", "fix"):
+        return _trunc(cx, x)
+    raise Unsupported("round (half to even) has no IR op")
+
+
+@conv("gelu")
+def _gelu(cx: Cx, a: dict) -> Any:
+    x = cx.cast(_require(a["self"], "input"), _float_dtype(cx))
+    approx = a.get("approximate") or "none"
+    return cx.b.gelu(x, approximate="tanh" if approx == "tanh" else "none")
+
+
+@conv("square")
+def _square(cx: Cx, a: dict) -> Any:
+    x = cx.cast(_require(a["self"], "input"), cx.out_dtype)
+    return cx.b.mul(x, x)
+
+
+@conv("log1p")
+def _log1p(cx: Cx, a: dict) -> Any:
+    dt = _float_dtype(cx)
+    x = cx.cast(_require(a["self"], "input"), dt)
+    return cx.b.log(cx.b.add(x, cx.tensor(1.0, dt)))
+
+
+@conv("expm1")
+def _expm1(cx: Cx, a: dict) -> Any:
+    dt = _float_dtype(cx)
+    x = cx.cast(_require(a["self"], "input"), dt)
+    return cx.b.sub(cx.b.exp(x), cx.tensor(1.0, dt))
+
+
+@conv("log2")
+def _log2(cx: Cx, a: dict) -> Any:
+    dt = _float_dtype(cx)
+    x = cx.cast(_require(a["self"], "input"), dt)
+    return cx.b.mul(cx.b.log(x), cx.tensor(1.0 / math.log(2.0), dt))
+
+
+@conv("exp2")
+def _exp2(cx: Cx, a: dict) -> Any:
+    dt = _float_dtype(cx)
+    x = cx.cast(_require(a["self"], "input"), dt)
+    return cx.b.exp(cx.b.mul(x, cx.tensor(math.log(2.0), dt)))
+
+
+@conv("tan")
+def _tan(cx: Cx, a: dict) -> Any:
+    dt = _float_dtype(cx)
+    x = cx.cast(_require(a["self"], "input"), dt)
+    return cx.b.div(cx.b.sin(x), cx.b.cos(x))
+
+
+@conv("leaky_relu")
+def _leaky_relu(cx: Cx, a: dict) -> Any:
+    dt = cx.out_dtype
+    x = cx.cast(_require(a["self"], "input"), dt)
+    slope = a.get("negative_slope", 0.01)
+    zero = cx.tensor(0.0, dt)
+    return cx.b.where(cx.b.gt(x, zero), x, cx.b.mul(x, cx.tensor(slope, dt)))
+
+
+@conv("hardsigmoid")
+def _hardsigmoid(cx: Cx, a: dict) -> Any:
+    dt = _float_dtype(cx)
+    x = cx.cast(_require(a["self"], "input"), dt)
+    y = cx.b.add(x, cx.tensor(3.0, dt))
+    y = cx.b.min(cx.b.max(y, cx.tensor(0.0, dt)), cx.tensor(6.0, dt))
+    return cx.b.div(y, cx.tensor(6.0, dt))
+
+
+@conv("hardswish")
+def _hardswish(cx: Cx, a: dict) -> Any:
+    dt = _float_dtype(cx)
+    x = cx.cast(_require(a["self"], "input"), dt)
+    y = cx.b.add(x, cx.tensor(3.0, dt))
+    y = cx.b.min(cx.b.max(y, cx.tensor(0.0, dt)), cx.tensor(6.0, dt))
+    return cx.b.div(cx.b.mul(x, y), cx.tensor(6.0, dt))
+
+
+@conv("softplus")
+def _softplus(cx: Cx, a: dict) -> Any:
+    dt = _float_dtype(cx)
+    x = cx.cast(_require(a["self"], "input"), dt)
+    beta, thr = float(a.get("beta", 1.0)), float(a.get("threshold", 20.0))
+    bx = cx.b.mul(x, cx.tensor(beta, dt))
+    soft = cx.b.div(cx.b.log(cx.b.add(cx.b.exp(bx), cx.tensor(1.0, dt))), cx.tensor(beta, dt))
+    return cx.b.where(cx.b.gt(bx, cx.tensor(thr, dt)), x, soft)
+
+
+@conv("isnan")
+def _isnan(cx: Cx, a: dict) -> Any:
+    x = _require(a["self"], "input")
+    if not x.dtype.is_float:
+        return cx.splat(False, DType.bool, x.shape)
+    return cx.b.ne(x, x)
+
+
+@conv("isinf")
+def _isinf(cx: Cx, a: dict) -> Any:
+    x = _require(a["self"], "input")
+    if not x.dtype.is_float:
+        return cx.splat(False, DType.bool, x.shape)
+    return cx.b.eq(cx.b.abs(x), cx.tensor(float("inf"), x.dtype))
+
+
+@conv("isfinite")
+def _isfinite(cx: Cx, a: dict) -> Any:
+    x = _require(a["self"], "input")
+    if not x.dtype.is_float:
+        return cx.splat(True, DType.bool, x.shape)
+    return cx.b.lt(cx.b.abs(x), cx.tensor(float("inf"), x.dtype))
+
+
+# ---------------------------------------------------------------------------
+# comparisons and logic
+
+
+def _compare(ik: str) -> Converter:
+    def fn(cx: Cx, a: dict) -> Any:
+        x, y = a["self"], a["other"]
+        dt = result_dtype(x, y)
+        if dt.is_bool:
+            # The IR compares numbers; booleans compare as 0/1.
+            dt = DType.i8
+        xv, yv = cx.tensor(x, dt), cx.tensor(y, dt)
+        return cx.b.create(f"ik.{ik}", [xv, yv]).results[0]
+
+    return fn
+
+
+for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
+    conv(_name)(_compare(_name))
+conv("greater")(_compare("gt"))
+conv("less")(_compare("lt"))
+conv("greater_equal")(_compare("ge"))
+conv("less_equal")(_compare("le"))
+conv("not_equal")(_compare("ne"))
+
+
+def _as_bool(cx: Cx, x: Any) -> Value:
+    if isinstance(x, Value):
+        if x.dtype.is_bool:
+            return x
+        return cx.b.ne(x, cx.tensor(0, x.dtype))
+    return cx.tensor(bool(x), DType.bool)
+
+
+def _logical(ik: str) -> Converter:
+    def fn(cx: Cx, a: dict) -> Any:
+        x, y = _as_bool(cx, a["self"]), _as_bool(cx, a["other"])
+        r = cx.b.create(f"ik.{ik}", [x, y]).results[0]
+        return cx.cast(r, cx.out_dtype)
+
+    return fn
+
+
+conv("logical_and")(_logical("and"))
+conv("logical_or")(_logical("or"))
+conv("logical_xor")(_logical("xor"))
+
+
+@conv("logical_not")
+def _logical_not(cx: Cx, a: dict) -> Any:
+    return cx.cast(_not(cx, _as_bool(cx, a["self"])), cx.out_dtype)
+
+
+def _bitwise(ik: str) -> Converter:
+    def fn(cx: Cx, a: dict) -> Any:
+        if cx.out_dtype != DType.bool:
+            raise Unsupported("bitwise ops on integers")
+        return _logical(ik)(cx, a)
+
+    return fn
+
+
+conv("bitwise_and", "__and__")(_bitwise("and"))
+conv("bitwise_or", "__or__")(_bitwise("or"))
+conv("bitwise_xor", "__xor__")(_bitwise("xor"))
+
+
+@conv("bitwise_not")
+def _bitwise_not(cx: Cx, a: dict) -> Any:
+    if cx.out_dtype != DType.bool:
+        raise Unsupported("bitwise not on integers")
+    return _not(cx, _require(a["self"], "input"))
+
+
+@conv("where")
+def _where(cx: Cx, a: dict) -> Any:
+    if a.get("self") is None and a.get("other") is None:
+        raise Unsupported("where(condition) with one argument is data-dependent (nonzero)")
+    dt = cx.out_dtype
+    c = _as_bool(cx, a["condition"])
+    return cx.b.where(c, cx.tensor(a["self"], dt), cx.tensor(a["other"], dt))
+
+
+@conv("masked_fill")
+def _masked_fill(cx: Cx, a: dict) -> Any:
+    dt = cx.out_dtype
+    x = cx.tensor(a["self"], dt)
+    out = cx.b.where(_as_bool(cx, a["mask"]), cx.tensor(a["value"], dt), x)
+    return cx.broadcast(out, cx.out_shape)
+
+
+# ---------------------------------------------------------------------------
+# reductions
+
+
+def _reduce(ik: str) -> Converter:
+    def fn(cx: Cx, a: dict) -> Any:
+        x = _require(a["self"], "input")
+        dt = cx.out_dtype
+        axes = _axes(a.get("dim"), x.type.rank)
+        keep = bool(a.get("keepdim") or False)
+        if x.type.rank == 0:
+            return cx.cast(x, dt)
+        if dt.is_bool:
+            # max/min of booleans: reduce 0/1 integers.
+            y = cx.b.create(f"ik.reduce_{ik}", [cx.cast(x, DType.i8)], {"axes": axes, "keepdims": keep}).results[0]
+            return cx.cast(y, DType.bool)
+        return cx.b.create(f"ik.reduce_{ik}", [cx.cast(x, dt)], {"axes": axes, "keepdims": keep}).results[0]
+
+    return fn
+
+
+conv("sum")(_reduce("sum"))
+conv("mean")(_reduce("mean"))
+conv("amax")(_reduce("max"))
+conv("amin")(_reduce("min"))
+conv("prod")(_reduce("prod"))
+conv("max.default")(_reduce("max"))
+conv("min.default")(_reduce("min"))
+
+
+def _max_min_dim(ik: str) -> Converter:
+    def fn(cx: Cx, a: dict) -> Any:
+        x = _require(a["self"], "input")
+        ax = _axis(a["dim"], x.type.rank)
+        keep = bool(a.get("keepdim") or False)
+        vals = cx.b.create(f"ik.reduce_{ik}", [x], {"axes": (ax,), "keepdims": keep}).results[0]
+        if ik == "max":
+            idx = lazy(lambda: cx.b.argmax(x, axis=ax, keepdims=keep))
+        else:
+            idx = lazy(lambda: cx.b.argmax(cx.b.neg(x), axis=ax, keepdims=keep))
+        return (vals, idx)
+
+    return fn
+
+
+conv("max.dim")(_max_min_dim("max"))
+conv("min.dim")(_max_min_dim("min"))
+
+
+@conv("argmax", "argmin")
+def _argmax(cx: Cx, a: dict) -> Any:
+    x = _require(a["self"], "input")
+    if str(cx.node.target.overloadpacket).endswith("argmin"):
+        x = cx.b.neg(x) if not x.dtype.is_bool else x
+    dim = a.get("dim")
+    keep = bool(a.get("keepdim") or False)
+    if dim is None:
+        flat = cx.reshape(x, (dim_prod(x.shape),))
+        r = cx.b.argmax(flat, axis=0, keepdims=False)
+        return cx.reshape(r, cx.out_shape) if keep else r
+    return cx.b.argmax(x, axis=_axis(dim, x.type.rank), keepdims=keep)
+
+
+@conv("any", "all")
+def _any_all(cx: Cx, a: dict) -> Any:
+    x = _as_bool(cx, _require(a["self"], "input"))
+    which = str(cx.node.target.overloadpacket).split(".")[-1]
+    dims = a.get("dim")
+    axes = _axes(dims, x.type.rank)
+    keep = bool(a.get("keepdim") or False)
+    xi = cx.cast(x, DType.i8)
+    red = "max" if which == "any" else "min"
+    y = cx.b.create(f"ik.reduce_{red}", [xi], {"axes": axes, "keepdims": keep}).results[0]
+    return cx.cast(y, cx.out_dtype)
+
+
+def _count(cx: Cx, x: Value, axes: tuple[int, ...]) -> Dim:
+    ax = axes or tuple(range(x.type.rank))
+    return dim_prod(x.shape[i] for i in ax)
+
+
+@conv("var", "std")
+def _var(cx: Cx, a: dict) -> Any:
+    x = _require(a["self"], "input")
+    dt = _float_dtype(cx)
+    x = cx.cast(x, dt)
+    axes = _axes(a.get("dim"), x.type.rank)
+    keep = bool(a.get("keepdim") or False)
+    corr = a.get("correction")
+    if corr is None:
+        unbiased = a.get("unbiased")
+        corr = 1 if unbiased is None or unbiased else 0
+    mean = cx.b.reduce_mean(x, axes=axes, keepdims=True)
+    d = cx.b.sub(x, mean)
+    var = cx.b.reduce_mean(cx.b.mul(d, d), axes=axes, keepdims=keep)
+    if corr:
+        n = _count(cx, x, axes)
+        nt = cx.tensor(n, dt) if isinstance(n, int) else cx.cast(cx.dim_tensor(n), dt)
+        var = cx.b.mul(var, cx.b.div(nt, cx.b.sub(nt, cx.tensor(float(corr), dt))))
+    if str(cx.node.target.overloadpacket).endswith("std"):
+        return cx.b.sqrt(var)
+    return var
+
+
+@conv("logsumexp")
+def _logsumexp(cx: Cx, a: dict) -> Any:
+    dt = _float_dtype(cx)
+    x = cx.cast(_require(a["self"], "input"), dt)
+    axes = _axes(a.get("dim"), x.type.rank)
+    keep = bool(a.get("keepdim") or False)
+    m = cx.b.reduce_max(x, axes=axes, keepdims=True)
+    # A row of -inf would give -inf - -inf = NaN; shift by 0 there instead.
+    finite = cx.b.lt(cx.b.abs(m), cx.tensor(float("inf"), dt))
+    m = cx.b.where(finite, m, cx.tensor(0.0, dt))
+    s = cx.b.reduce_sum(cx.b.exp(cx.b.sub(x, m)), axes=axes, keepdims=True)
+    r = cx.b.add(cx.b.log(s), m)
+    return r if keep else cx.reshape(r, cx.out_shape)
+
+
+@conv("linalg_vector_norm")
+def _vector_norm(cx: Cx, a: dict) -> Any:
+    dt = _float_dtype(cx)
+    x = cx.cast(_require(a["self"], "input"), dt)
+    if float(a.get("ord", 2)) != 2.0:
+        raise Unsupported(f"vector norm of order {a.get('ord')}")
+    axes = _axes(a.get("dim"), x.type.rank)
+    s = cx.b.reduce_sum(cx.b.mul(x, x), axes=axes, keepdims=bool(a.get("keepdim") or False))
+    return cx.b.sqrt(s)
+
+
+@conv("cumsum")
+def _cumsum(cx: Cx, a: dict) -> Any:
+    # A running sum is a product with a triangular matrix of ones: exact for integers,
+    # and the IR needs no scan op.
+    x = _require(a["self"], "input")
+    dt = cx.out_dtype
+    x = cx.cast(x, dt)
+    r = x.type.rank
+    if r == 0:
+        return x
+    ax = _axis(a["dim"], r)
+    n = x.shape[ax]
+    rows = cx.b.iota(shape=(n, n), axis=0, dtype=DType.i64)
+    cols = cx.b.iota(shape=(n, n), axis=1, dtype=DType.i64)
+    tri = cx.cast(cx.b.le(rows, cols), dt)  # tri[i, j] = 1 where i <= j
+    perm = tuple(i for i in range(r) if i != ax) + (ax,)
+    inv = tuple(int(i) for i in np.argsort(perm))
+    xt = cx.b.transpose(x, perm=perm) if perm != tuple(range(r)) else x
+    if r == 1:
+        xt = cx.reshape(xt, (1, n))
+    y = cx.b.matmul(xt, tri)
+    if r == 1:
+        y = cx.reshape(y, (n,))
+    return cx.b.transpose(y, perm=inv) if perm != tuple(range(r)) else y
+
+
+# ---------------------------------------------------------------------------
+# softmax and normalisation
+
+
+@conv("_softmax", "softmax", "_safe_softmax", "special_softmax")
+def _softmax(cx: Cx, a: dict) -> Any:
+    dt = cx.out_dtype
+    x = cx.cast(_require(a["self"], "input"), dt)
+    ax = int(a["dim"])
+    y = cx.b.softmax(x, axis=ax)
+    if str(cx.node.target.overloadpacket).endswith("_safe_softmax"):
+        # _safe_softmax: a row where every score is -inf gives zeros, not NaN.
+        live = cx.b.ne(x, cx.tensor(float("-inf"), dt))
+        anyl = cx.cast(cx.b.reduce_max(cx.cast(live, DType.i8), axes=(_axis(ax, x.type.rank),),
+                                       keepdims=True), DType.bool)
+        y = cx.b.where(anyl, y, cx.tensor(0.0, dt))
+    return y
+
+
+@conv("_log_softmax", "log_softmax")
+def _log_softmax(cx: Cx, a: dict) -> Any:
+    dt = cx.out_dtype
+    x = cx.cast(_require(a["self"], "input"), dt)
+    return cx.b.log_softmax(x, axis=int(a["dim"]))
+
+
+def _norm_axis(x: Value, normalized_shape: Sequence[Any]) -> int:
+    return x.type.rank - len(normalized_shape)
+
+
+@conv("layer_norm")
+def _layer_norm(cx: Cx, a: dict) -> Any:
+    x = _require(a["input"], "input")
+    ax = _norm_axis(x, a["normalized_shape"])
+    return cx.b.layer_norm(x, a.get("weight"), a.get("bias"), axis=ax, eps=float(a.get("eps", 1e-5)))
+
+
+def _mean_rstd(cx: Cx, x: Value, ax: int, eps: float, out_dtype: DType) -> tuple[Value, Value]:
+    axes = tuple(range(ax, x.type.rank))
+    xf = cx.cast(x, out_dtype)
+    mean = cx.b.reduce_mean(xf, axes=axes, keepdims=True)
+    d = cx.b.sub(xf, mean)
+    var = cx.b.reduce_mean(cx.b.mul(d, d), axes=axes, keepdims=True)
+    return mean, cx.b.rsqrt(cx.b.add(var, cx.tensor(eps, out_dtype)))
+
+
+@conv("native_layer_norm")
+def _native_layer_norm(cx: Cx, a: dict) -> Any:
+    x = _require(a["input"], "input")
+    ax = _norm_axis(x, a["normalized_shape"])
+    eps = float(a.get("eps", 1e-5))
+    y = cx.b.layer_norm(x, a.get("weight"), a.get("bias"), axis=ax, eps=eps)
+    stats_dt = cx.out_type(1).dtype
+    stats = lazy(lambda: _mean_rstd(cx, x, ax, eps, stats_dt))
+    return (y, lazy(lambda: _force(stats)[0]), lazy(lambda: _force(stats)[1]))
+
+
+def _rms_eps(x: Value, eps: Any) -> float:
+    if eps is not None:
+        return float(eps)
+    # torch's default: the machine epsilon of the input's dtype.
+    import torch
+
+    from irkit.frontends.torch_export import ir_dtype_to_torch
+
+    return float(torch.finfo(ir_dtype_to_torch(x.dtype)).eps)
+
+
+@conv("rms_norm")
+def _rms_norm(cx: Cx, a: dict) -> Any:
+    x = _require(a["input"], "input")
+    ax = _norm_axis(x, a["normalized_shape"])
+    w = a.get("weight")
+    y = cx.b.rms_norm(x, w if isinstance(w, Value) and w.dtype == x.dtype else None, axis=ax,
+                      eps=_rms_eps(x, a.get("eps")))
+    if isinstance(w, Value) and w.dtype != x.dtype:
+        dt = cx.out_dtype
+        y = cx.b.mul(cx.cast(y, dt), cx.cast(w, dt))
+    return cx.cast(y, cx.out_dtype)
+
+
+@conv("_fused_rms_norm")
+def _fused_rms_norm(cx: Cx, a: dict) -> Any:
+    x = _require(a["input"], "input")
+    ax = _norm_axis(x, a["normalized_shape"])
+    eps = _rms_eps(x, a.get("eps"))
+    w = a.get("weight")
+    y = cx.b.rms_norm(x, w, axis=ax, eps=eps)
+
+    def rstd() -> Value:
+        dt = cx.out_type(1).dtype
+        xf = cx.cast(x, dt)
+        ms = cx.b.reduce_mean(cx.b.mul(xf, xf), axes=tuple(range(ax, x.type.rank)), keepdims=True)
+        return cx.b.rsqrt(cx.b.add(ms, cx.tensor(eps, dt)))
+
+    return (y, lazy(rstd))
+
+
+@conv("group_norm", "native_group_norm")
+def _group_norm(cx: Cx, a: dict) -> Any:
+    x = _require(a["input"], "input")
+    g = int(a["group"] if "group" in a else a["num_groups"])
+    eps = float(a.get("eps", 1e-5))
+    n, c = x.shape[0], x.shape[1]
+    c = _static(c, "channel count")
+    rest = x.shape[2:]
+    grouped = cx.reshape(x, (n, g, dim_mul(c // g, dim_prod(rest))))
+    y = cx.b.layer_norm(grouped, None, None, axis=2, eps=eps)
+    y = cx.reshape(y, x.shape)
+    bshape = (c,) + (1,) * len(rest)
+    w, b = a.get("weight"), a.get("bias")
+    if isinstance(w, Value):
+        y = cx.b.mul(y, cx.reshape(w, bshape))
+    if isinstance(b, Value):
+        y = cx.b.add(y, cx.reshape(b, bshape))
+    if str(cx.node.target.overloadpacket).endswith("native_group_norm"):
+        return (y, lazy(lambda: _unsupported_stat()), lazy(lambda: _unsupported_stat()))
+    return y
+
+
+def _unsupported_stat() -> Any:
+    raise Unsupported("group norm statistics are not importable")
+
+
+@conv("_native_batch_norm_legit_no_training", "batch_norm", "_native_batch_norm_legit_functional",
+      "native_batch_norm")
+def _batch_norm(cx: Cx, a: dict) -> Any:
+    x = _require(a["input"], "input")
+    if a.get("training"):
+        raise Unsupported("batch norm in training mode (uses batch statistics)")
+    mean, var = a.get("running_mean"), a.get("running_var")
+    if not isinstance(mean, Value) or not isinstance(var, Value):
+        raise Unsupported("batch norm without running statistics")
+    eps = float(a.get("eps", 1e-5))
+    dt = x.dtype
+    bshape = (x.shape[1],) + (1,) * (x.type.rank - 2)
+    y = cx.b.sub(x, cx.reshape(cx.cast(mean, dt), bshape))
+    y = cx.b.mul(y, cx.reshape(cx.b.rsqrt(cx.b.add(cx.cast(var, dt), cx.tensor(eps, dt))), bshape))
+    w, b = a.get("weight"), a.get("bias")
+    if isinstance(w, Value):
+        y = cx.b.mul(y, cx.reshape(cx.cast(w, dt), bshape))
+    if isinstance(b, Value):
+        y = cx.b.add(y, cx.reshape(cx.cast(b, dt), bshape))
+    if cx.node.target.overloadpacket.__name__ == "batch_norm":
+        return y
+    return (y,) + tuple(lazy(_unsupported_stat) for _ in range(len(cx.meta) - 1))
+
+
+# ---------------------------------------------------------------------------
+# contractions
+
+
+def _matmul_general(cx: Cx, x: Value, y: Value) -> Value:
+    rx, ry = x.type.rank, y.type.rank
+    if rx == 1 and ry == 1:
+        return cx.b.reduce_sum(cx.b.mul(x, y), axes=(0,), keepdims=False)
+    xs = cx.reshape(x, (1,) + x.shape) if rx == 1 else x
+    ys = cx.reshape(y, y.shape + (1,)) if ry == 1 else y
+    out = cx.b.matmul(xs, ys)
+    if rx == 1 or ry == 1:
+        out = cx.reshape(out, cx.out_shape)
+    return out
+
+
+@conv("matmul", "mm", "bmm")
+def _matmul(cx: Cx, a: dict) -> Any:
+    dt = cx.out_dtype
+    x = cx.cast(_require(a["self"], "input"), dt)
+    y = cx.cast(_require(a.get("other", a.get("mat2")), "other"), dt)
+    return _matmul_general(cx, x, y)
+
+
+@conv("linear")
+def _linear(cx: Cx, a: dict) -> Any:
+    x = _require(a["input"], "input")
+    w = _require(a["weight"], "weight")
+    wt = cx.b.transpose(w, perm=(1, 0)) if w.type.rank == 2 else w
+    y = _matmul_general(cx, x, wt)
+    bias = a.get("bias")
+    if isinstance(bias, Value):
+        y = cx.b.add(y, bias)
+    return y
+
+
+def _scaled(cx: Cx, v: Value, s: Any) -> Value:
+    if s is None or s == 1:
+        return v
+    return cx.b.mul(v, cx.tensor(s, v.dtype))
+
+
+@conv("addmm", "baddbmm", "addbmm")
+def _addmm(cx: Cx, a: dict) -> Any:
+    dt = cx.out_dtype
+    x = cx.cast(_require(a.get("mat1", a.get("batch1")), "mat1"), dt)
+    y = cx.cast(_require(a.get("mat2", a.get("batch2")), "mat2"), dt)
+    p = cx.b.matmul(x, y)
+    if str(cx.node.target.overloadpacket).endswith("addbmm"):
+        p = cx.b.reduce_sum(p, axes=(0,), keepdims=False)
+    p = _scaled(cx, p, a.get("alpha"))
+    beta = a.get("beta")
+    if beta == 0:
+        return p
+    bias = _scaled(cx, cx.tensor(a["self"], dt), beta)
+    return cx.b.add(bias, p)
+
+
+@conv("addmv")
+def _addmv(cx: Cx, a: dict) -> Any:
+    dt = cx.out_dtype
+    p = _matmul_general(cx, cx.cast(_require(a["mat"], "mat"), dt), cx.cast(_require(a["vec"], "vec"), dt))
+    p = _scaled(cx, p, a.get("alpha"))
+    if a.get("beta") == 0:
+        return p
+    return cx.b.add(_scaled(cx, cx.tensor(a["self"], dt), a.get("beta")), p)
+
+
+@conv("einsum")
+def _einsum(cx: Cx, a: dict) -> Any:
+    eq = str(a["equation"]).replace(" ", "")
+    ops = list(a["tensors"])
+    dt = cx.out_dtype
+    ops = [cx.cast(_require(o, "operand"), dt) for o in ops]
+    if "..." in eq:
+        raise Unsupported("einsum with '...'")
+    if "->" in eq:
+        lhs, out = eq.split("->")
+    else:
+        lhs = eq
+        letters = lhs.replace(",", "")
+        out = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    ins = lhs.split(",")
+    if len(ins) != len(ops) or len(ops) not in (1, 2):
+        raise Unsupported(f"einsum '{eq}' with {len(ops)} operands (one or two are supported)")
+    for s, o in zip(ins, ops):
+        if len(s) != o.type.rank or len(set(s)) != len(s):
+            raise Unsupported(f"einsum '{eq}': subscripts do not match operand ranks or repeat")
+
+    def reduce_only(v: Value, sub: str, keep: str) -> tuple[Value, str]:
+        drop = tuple(i for i, c in enumerate(sub) if c not in keep)
+        if drop:
+            v = cx.b.reduce_sum(v, axes=drop, keepdims=False)
+            sub = "".join(c for c in sub if c in keep)
+        return v, sub
+
+    if len(ops) == 1:
+        v, sub = reduce_only(ops[0], ins[0], out)
+    else:
+        (l, r), (ls, rs) = ops, ins
+        l, ls = reduce_only(l, ls, rs + out)
+        r, rs = reduce_only(r, rs, ls + out)
+        batch = [c for c in ls if c in rs and c in out]
+        contract = [c for c in ls if c in rs and c not in out]
+        v = cx.b.contract(l, r, lhs_batch=tuple(ls.index(c) for c in batch),
+                          rhs_batch=tuple(rs.index(c) for c in batch),
+                          lhs_contract=tuple(ls.index(c) for c in contract),
+                          rhs_contract=tuple(rs.index(c) for c in contract))
+        sub = "".join(batch) + "".join(c for c in ls if c not in rs) + "".join(c for c in rs if c not in ls)
+    if set(sub) != set(out):
+        raise Unsupported(f"einsum '{eq}'")
+    perm = tuple(sub.index(c) for c in out)
+    if perm != tuple(range(len(perm))):
+        v = cx.b.transpose(v, perm=perm)
+    return v
+
+
+# ---------------------------------------------------------------------------
+# convolution
+
+
+def _pair(v: Any, n: int) -> tuple[int, ...]:
+    if isinstance(v, (int, np.integer)):
+        return (int(v),) * n
+    t = tuple(int(x) for x in v)
+    return t * n if len(t) == 1 else t
+
+
+def _conv_nd(cx: Cx, x: Value, w: Value, bias: Any, stride: Any, padding: Any, dilation: Any,
+             groups: int) -> Value:
+    nd = x.type.rank - 2
+    if nd not in (1, 2):
+        raise Unsupported(f"{nd}-d convolution (1-d and 2-d are supported)")
+    st, dl = _pair(stride, nd), _pair(dilation, nd)
+    k = [_static(d, "kernel size") for d in w.shape[2:]]
+    if isinstance(padding, str):
+        if padding == "valid":
+            pad = (0,) * nd
+            pads_lo = pads_hi = pad
+        elif padding == "same":
+            total = [dl[i] * (k[i] - 1) for i in range(nd)]
+            pads_lo = tuple(t // 2 for t in total)
+            pads_hi = tuple(t - t // 2 for t in total)
+        else:
+            raise Unsupported(f"padding '{padding}'")
+    else:
+        pads_lo = pads_hi = _pair(padding, nd)
+    if nd == 1:
+        x = cx.reshape(x, (x.shape[0], x.shape[1], 1, x.shape[2]))
+        w = cx.reshape(w, (w.shape[0], w.shape[1], 1, w.shape[2]))
+        st, dl = (1,) + st, (1,) + dl
+        pads_lo, pads_hi = (0,) + tuple(pads_lo), (0,) + tuple(pads_hi)
+    padding4 = tuple(pads_lo) + tuple(pads_hi)
+    if isinstance(bias, Value) and bias.dtype != x.dtype:
+        bias = cx.cast(bias, x.dtype)
+    y = cx.b.conv2d(x, w, bias if isinstance(bias, Value) else None, strides=tuple(st),
+                    padding=padding4, dilations=tuple(dl), groups=int(groups))
+    if nd == 1:
+        y = cx.reshape(y, cx.out_shape)
+    return y
+
+
+@conv("convolution", "_convolution")
+def _convolution(cx: Cx, a: dict) -> Any:
+    if a.get("transposed"):
+        raise Unsupported("transposed convolution")
+    return _conv_nd(cx, _require(a["input"], "input"), _require(a["weight"], "weight"), a.get("bias"),
+                    a["stride"], a["padding"], a["dilation"], int(a["groups"]))
+
+
+@conv("conv2d", "conv1d")
+def _conv2d(cx: Cx, a: dict) -> Any:
+    return _conv_nd(cx, _require(a["input"], "input"), _require(a["weight"], "weight"), a.get("bias"),
+                    a.get("stride", 1), a.get("padding", 0), a.get("dilation", 1), int(a.get("groups", 1)))
+
+
+# ---------------------------------------------------------------------------
+# attention
+
+
+def _sdpa(cx: Cx, q: Value, k: Value, v: Value, mask: Any, is_causal: bool, scale: Any,
+          enable_gqa: bool) -> Value:
+    r = q.type.rank
+    if r not in (3, 4) or k.type.rank != r or v.type.rank != r:
+        raise Unsupported(f"attention on rank-{r} tensors (rank 3 or 4 [batch, heads, seq, dim] supported)")
+    if scale is None:
+        e = q.shape[-1]
+        scale = 1.0 / math.sqrt(_static(e, "head dim"))
+    if not isinstance(scale, (int, float)):
+        raise Unsupported("a symbolic attention scale")
+    if r == 3:
+        q, k, v = (cx.reshape(t, (1,) + t.shape) for t in (q, k, v))
+    hq, hk = q.shape[1], k.shape[1]
+    if hq != hk and not enable_gqa:
+        raise Unsupported(f"query heads {hq} != key heads {hk} without enable_gqa")
+    m = b = None
+    if isinstance(mask, Value):
+        mask4 = mask
+        if mask.type.rank < 4:
+            mask4 = cx.reshape(mask, (1,) * (4 - mask.type.rank) + mask.shape)
+        if mask.dtype.is_bool:
+            m = mask4
+        else:
+            b = cx.cast(mask4, q.dtype)
+    elif mask is not None:
+        raise Unsupported(f"attention mask of type {type(mask).__name__}")
+    out = cx.b.attention(q, k, v, m, b, scale=float(scale), causal=bool(is_causal))
+    if r == 3:
+        out = cx.reshape(out, out.shape[1:])
+    return out
+
+
+@conv("scaled_dot_product_attention")
+def _sdpa_conv(cx: Cx, a: dict) -> Any:
+    return _sdpa(cx, _require(a["query"], "query"), _require(a["key"], "key"), _require(a["value"], "value"),
+                 a.get("attn_mask"), bool(a.get("is_causal")), a.get("scale"), bool(a.get("enable_gqa")))
+
+
+@conv("_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention",
+      "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
+      "_scaled_dot_product_attention_math")
+def _sdpa_internal(cx: Cx, a: dict) -> Any:
+    mask = a.get("attn_mask", a.get("attn_bias"))
+    out = _sdpa(cx, _require(a["query"], "query"), _require(a["key"], "key"), _require(a["value"], "value"),
+                mask, bool(a.get("is_causal")), a.get("scale"), bool(a.get("enable_gqa")))
+    n = len(cx.meta) if isinstance(cx.meta, (tuple, list)) else 1
+    return (out,) + tuple(lazy(lambda: _unsupported_lse()) for _ in range(n - 1))
+
+
+def _unsupported_lse() -> Any:
+    raise Unsupported("attention's auxiliary outputs (logsumexp, seeds) are not importable")
+
+
+# ---------------------------------------------------------------------------
+# embedding and indexing
+
+
+@conv("embedding")
+def _embedding(cx: Cx, a: dict) -> Any:
+    w = _require(a["weight"], "weight")
+    idx = _require(a["indices"], "indices")
+    return cx.b.gather(w, idx, axis=0)
+
+
+@conv("index_select")
+def _index_select(cx: Cx, a: dict) -> Any:
+    x = _require(a["self"], "input")
+    idx = _require(a["index"], "index")
+    ax = _axis(a["dim"], x.type.rank)
+    if idx.type.rank == 0:
+        idx = cx.reshape(idx, (1,))
+    return cx.b.gather(x, idx, axis=ax)
+
+
+@conv("index.Tensor", "_unsafe_index.Tensor")
+def _index(cx: Cx, a: dict) -> Any:
+    x = _require(a["self"], "input")
+    indices = list(a["indices"])
+    pos = [i for i, t in enumerate(indices) if t is not None]
+    if not pos:
+        return x
+    for i in pos:
+        t = indices[i]
+        if not isinstance(t, Value):
+            raise Unsupported("index with a non-tensor index")
+        if t.dtype.is_bool:
+            raise Unsupported("boolean-mask indexing (the result size depends on the data)")
+    if pos != list(range(pos[0], pos[0] + len(pos))):
+        raise Unsupported("advanced indices separated by slices")
+    first = pos[0]
+    if len(pos) == 1:
+        return cx.b.gather(x, indices[first], axis=first)
+    # Several adjacent index tensors: flatten those dims and index them with one linear index.
+    idx = [cx.cast(indices[i], DType.i64) for i in pos]
+    sizes = [x.shape[i] for i in pos]
+    lin: Value | None = None
+    for t, n in zip(idx, sizes):
+        lin = t if lin is None else cx.b.add(cx.b.mul(lin, cx.tensor(n, DType.i64)), t)
+    merged = dim_prod(sizes)
+    xs = cx.reshape(x, x.shape[:first] + (merged,) + x.shape[first + len(pos):])
+    assert lin is not None
+    return cx.b.gather(xs, lin, axis=first)
+
+
+# ---------------------------------------------------------------------------
+# shapes
+
+
+@conv("view.default", "reshape", "_unsafe_view", "_reshape_alias", "flatten", "unflatten", "unsqueeze",
+      "squeeze", "view_copy.default", "_reshape_copy", "unsqueeze_copy", "squeeze_copy")
+def _reshape(cx: Cx, a: dict) -> Any:
+    x = _require(a["self"], "input")
+    return cx.reshape(x, cx.out_shape)
+
+
+@conv("view.dtype")
+def _view_dtype(cx: Cx, a: dict) -> Any:
+    raise Unsupported("reinterpreting bits as another dtype")
+
+
+@conv("permute", "permute_copy")
+def _permute(cx: Cx, a: dict) -> Any:
+    x = _require(a["self"], "input")
+    r = x.type.rank
+    perm = tuple(_axis(d, r) for d in a["dims"])
+    if perm == tuple(range(r)):
+        return x
+    return cx.b.transpose(x, perm=perm)
+
+
+@conv("transpose", "swapaxes", "swapdims", "transpose_copy")
+def _transpose(cx: Cx, a: dict) -> Any:
+    x = _require(a["self"], "input")
+    r = x.type.rank
+    d0 = _axis(a.get("dim0", a.get("axis0")), r)
+    d1 = _axis(a.get("dim1", a.get("axis1")), r)
+    if d0 == d1:
+        return x
+    perm = list(range(r))
+    perm[d0], perm[d1] = perm[d1], perm[d0]
+    return cx.b.transpose(x, perm=tuple(perm))
+
+
+@conv("t", "numpy_T", "mT", "adjoint", "t_copy")
+def _t(cx: Cx, a: dict) -> Any:
+    x = _require(a["self"], "input")
+    r = x.type.rank
+    if r < 2:
+        return x
+    name = str(cx.node.target.overloadpacket).split(".")[-1]
+    if name == "numpy_T":
+        perm = tuple(reversed(range(r)))
+    else:
+        perm = tuple(range(r - 2)) + (r - 1, r - 2)
+    return cx.b.transpose(x, perm=perm)
+
+
+@conv("expand", "expand_as", "broadcast_to", "expand_copy")
+def _expand(cx: Cx, a: dict) -> Any:
+    x = _require(a["self"], "input")
+    return cx.broadcast(x, cx.out_shape)
+
+
+def _norm_index(i: Any, size: Dim) -> Dim:
+    """A possibly negative start index against ``size``."""
+    if isinstance(i, (int, np.integer)):
+        i = int(i)
+        if i < 0:
+            return dim_add(size, i) if isinstance(size, SymDim) else max(0, size + i)
+        if isinstance(size, int):
+            return min(i, size)
+        return i
+    if isinstance(i, SymDim):
+        return i
+    raise Unsupported(f"index {i!r}")
+
+
+@conv("slice", "slice_copy")
+def _slice(cx: Cx, a: dict) -> Any:
+    x = _require(a["self"], "input")
+    r = x.type.rank
+    ax = _axis(a.get("dim", 0), r)
+    step = int(a.get("step") or 1)
+    if step < 1:
+        raise Unsupported(f"slice step {step}")
+    size = x.shape[ax]
+    start = a.get("start")
+    start = 0 if start is None else _norm_index(start, size)
+    length = cx.out_shape[ax]
+    if length == size and start == 0:
+        return x
+    if step == 1:
+        limit = dim_add(start, length)
+    else:
+        if not isinstance(length, int):
+            raise Unsupported("a strided slice of a symbolic length")
+        limit = dim_add(start, (length - 1) * step + 1) if length > 0 else start
+    starts = [0] * r
+    limits: list[Dim] = list(x.shape)
+    steps = [1] * r
+    starts[ax], limits[ax], steps[ax] = start, limit, step
+    return cx.b.slice(x, start=tuple(starts), limit=tuple(limits), step=tuple(steps))
+
+
+@conv("narrow", "narrow_copy")
+def _narrow(cx: Cx, a: dict) -> Any:
+    x = _require(a["self"], "input")
+    r = x.type.rank
+    ax = _axis(a["dim"], r)
+    start = _norm_index(a["start"], x.shape[ax])
+    length = cx.out_shape[ax]
+    starts = [0] * r
+    limits: list[Dim] = list(x.shape)
+    starts[ax], limits[ax] = start, dim_add(start, length)
+    return cx.b.slice(x, start=tuple(starts), limit=tuple(limits))
+
+
+@conv("select", "select_copy")
+def _select(cx: Cx, a: dict) -> Any:
+    x = _require(a["self"], "input")
+    r = x.type.rank
+    ax = _axis(a["dim"], r)
+    idx = a["index"]
+    if isinstance(idx, (int, np.integer)) and int(idx) < 0:
+        start: Dim = dim_add(x.shape[ax], int(idx))
+    elif isinstance(idx, (int, np.integer, SymDim)):
+        start = int(idx) if isinstance(idx, (int, np.integer)) else idx
+    else:
+        raise Unsupported(f"select index {idx!r}")
+    starts = [0] * r
+    limits: list[Dim] = list(x.shape)
+    starts[ax], limits[ax] = start, dim_add(start, 1)
+    s = cx.b.slice(x, start=tuple(starts), limit=tuple(limits))
+    return cx.reshape(s, cx.out_shape)
+
+
+def _split_out(cx: Cx, x: Value, ax: int) -> list[Value]:
+    metas = cx.meta
+    sizes = tuple(cx.imp.size_dim(m.shape[ax]) for m in metas)
+    if len(sizes) == 1:
+        return [x]
+    return list(cx.b.split(x, axis=ax, sizes=sizes))
+
+
+@conv("split", "split_with_sizes", "chunk", "tensor_split", "split_copy", "split_with_sizes_copy",
+      "unsafe_split", "unsafe_split_with_sizes")
+def _split(cx: Cx, a: dict) -> Any:
+    x = _require(a["self"], "input")
+    ax = _axis(a.get("dim", 0), x.type.rank)
+    return tuple(_split_out(cx, x, ax))
+
+
+@conv("unbind", "unbind_copy")
+def _unbind(cx: Cx, a: dict) -> Any:
+    x = _require(a["self"], "input")
+    ax = _axis(a.get("dim", 0), x.type.rank)
+    n = _static(x.shape[ax], "unbind size")
+    parts = list(cx.b.split(x, axis=ax, sizes=(1,) * n)) if n > 1 else [x]
+    return tuple(cx.reshape(p, cx.imp.meta_type(m).shape) for p, m in zip(parts, cx.meta))
+
+
+@conv("cat", "concat", "concatenate")
+def _cat(cx: Cx, a: dict) -> Any:
+    dt = cx.out_dtype
+    out = cx.out_type()
+    ts = [t for t in a["tensors"] if isinstance(t, Value)]
+    # Legacy torch lets a 1-D empty tensor join anything; it contributes nothing.
+    ts = [t for t in ts if not (t.type.rank == 1 and t.shape[0] == 0 and out.rank != 1)]
+    ts = [cx.cast(t, dt) for t in ts]
+    if len(ts) == 1:
+        return ts[0]
+    return cx.b.concat(*ts, axis=_axis(a.get("dim", 0), out.rank))
+
+
+@conv("stack")
+def _stack(cx: Cx, a: dict) -> Any:
+    dt = cx.out_dtype
+    out = cx.out_type()
+    ax = _axis(a.get("dim", 0), out.rank)
+    ts = [cx.cast(_require(t, "tensor"), dt) for t in a["tensors"]]
+    ts = [cx.reshape(t, t.shape[:ax] + (1,) + t.shape[ax:]) for t in ts]
+    if len(ts) == 1:
+        return ts[0]
+    return cx.b.concat(*ts, axis=ax)
+
+
+def _tri(cx: Cx, a: dict, lower: bool) -> Value:
+    x = _require(a["self"], "input")
+    d = int(a.get("diagonal") or 0)
+    r, c = x.shape[-2], x.shape[-1]
+    rows = cx.b.iota(shape=(r, c), axis=0, dtype=DType.i64)
+    cols = cx.b.iota(shape=(r, c), axis=1, dtype=DType.i64)
+    diff = cx.b.sub(cols, rows)
+    keep = cx.b.le(diff, cx.tensor(d, DType.i64)) if lower else cx.b.ge(diff, cx.tensor(d, DType.i64))
+    zero = cx.tensor(False if x.dtype.is_bool else 0, x.dtype)
+    return cx.b.where(keep, x, zero)
+
+
+@conv("tril")
+def _tril(cx: Cx, a: dict) -> Any:
+    return _tri(cx, a, True)
+
+
+@conv("triu")
+def _triu(cx: Cx, a: dict) -> Any:
+    return _tri(cx, a, False)
+
+
+@conv("repeat")
+def _repeat(cx: Cx, a: dict) -> Any:
+    x = _require(a["self"], "input")
+    reps = [cx.dim(r) for r in a["repeats"]]
+    shape = (1,) * (len(reps) - x.type.rank) + x.shape
+    x = cx.reshape(x, shape)
+    for i, rep in enumerate(reps):
+        if rep == 1:
+            continue
+        cur = x.shape
+        expanded = cur[:i] + (1,) + cur[i:]
+        y = cx.reshape(x, expanded)
+        y = cx.broadcast(y, cur[:i] + (rep,) + cur[i:])
+        x = cx.reshape(y, cur[:i] + (dim_mul(rep, cur[i]),) + cur[i + 1:])
+    return x
+
+
+@conv("repeat_interleave.self_int", "repeat_interleave.self_Tensor")
+def _repeat_interleave(cx: Cx, a: dict) -> Any:
+    x = _require(a["self"], "input")
+    reps = a["repeats"]
+    if isinstance(reps, Value):
+        raise Unsupported("repeat_interleave with a tensor of repeats")
+    rep = cx.dim(reps)
+    dim = a.get("dim")
+    if dim is None:
+        x = cx.reshape(x, (dim_prod(x.shape),))
+        dim = 0
+    ax = _axis(dim, x.type.rank)
+    cur = x.shape
+    y = cx.reshape(x, cur[:ax + 1] + (1,) + cur[ax + 1:])
+    y = cx.broadcast(y, cur[:ax + 1] + (rep,) + cur[ax + 1:])
+    return cx.reshape(y, cx.out_shape)
+
+
+@conv("tile")
+def _tile(cx: Cx, a: dict) -> Any:
+    return _repeat(cx, {"self": a["self"], "repeats": list(a["dims"])})
+
+
+@conv("constant_pad_nd", "pad")
+def _pad(cx: Cx, a: dict) -> Any:
+    x = _require(a["self"], "input")
+    mode = a.get("mode") or "constant"
+    if mode != "constant":
+        raise Unsupported(f"{mode} padding")
+    pad = [int(p) for p in a["pad"]]
+    if any(p < 0 for p in pad):
+        raise Unsupported("negative padding (cropping)")
+    r = x.type.rank
+    before, after = [0] * r, [0] * r
+    # torch lists (last dim before, last dim after, second-to-last before, ...).
+    for i in range(len(pad) // 2):
+        before[r - 1 - i] = pad[2 * i]
+        after[r - 1 - i] = pad[2 * i + 1]
+    value = a.get("value")
+    return cx.b.pad(x, pads=tuple(before + after), value=float(value or 0.0))
+
+
+# ---------------------------------------------------------------------------
+# creation
+
+
+def _fill_value(cx: Cx, a: dict, default: Any) -> Any:
+    v = a.get("fill_value", default)
+    return default if v is None else v
+
+
+@conv("full", "new_full", "full_like")
+def _full(cx: Cx, a: dict) -> Any:
+    out = cx.out_type()
+    return cx.splat(_fill_value(cx, a, 0), out.dtype, out.shape)
+
+
+@conv("zeros", "new_zeros", "zeros_like", "empty", "new_empty", "empty_like", "empty_strided",
+      "new_empty_strided", "empty_permuted")
+def _zeros(cx: Cx, a: dict) -> Any:
+    # `empty` is uninitialised in torch; functional graphs overwrite it before use, zeros are safe.
+    out = cx.out_type()
+    return cx.splat(0, out.dtype, out.shape)
+
+
+@conv("ones", "new_ones", "ones_like")
+def _ones(cx: Cx, a: dict) -> Any:
+    out = cx.out_type()
+    return cx.splat(1, out.dtype, out.shape)
+
+
+@conv("fill")
+def _fill(cx: Cx, a: dict) -> Any:
+    out = cx.out_type()
+    return cx.splat(a["value"], out.dtype, out.shape)
+
+
+@conv("scalar_tensor")
+def _scalar_tensor(cx: Cx, a: dict) -> Any:
+    return cx.tensor(a["s"], cx.out_dtype)
+
+
+@conv("arange")
+def _arange(cx: Cx, a: dict) -> Any:
+    out = cx.out_type()
+    if "start" in a and a.get("start") is not None:
+        start, step = a["start"], a.get("step", 1)
+    else:
+        start, step = 0, 1
+    step = 1 if step is None else step
+    n = out.shape[0]
+    dt = out.dtype
+    if dt.is_float:
+        # torch computes start + i*step in double, then rounds once.
+        i = cx.b.iota(shape=(n,), axis=0, dtype=DType.f64)
+        v = i
+        if step != 1:
+            v = cx.b.mul(v, cx.tensor(step, DType.f64))
+        if not (isinstance(start, (int, float)) and start == 0):
+            v = cx.b.add(v, cx.tensor(start, DType.f64))
+        return cx.cast(v, dt)
+    v = cx.b.iota(shape=(n,), axis=0, dtype=DType.i64)
+    if step != 1:
+        v = cx.b.mul(v, cx.tensor(step, DType.i64))
+    if not (isinstance(start, (int,)) and start == 0):
+        v = cx.b.add(v, cx.tensor(start, DType.i64))
+    return cx.cast(v, dt)
+
+
+# ---------------------------------------------------------------------------
+# higher-order ops: regions whose body is inlined
+
+
+@conv("higher_order.wrap_with_set_grad_enabled")
+def _wrap_grad(cx: Cx, a: dict) -> Any:
+    gm = a["arg1"]
+    inputs = [a[f"arg{i}"] for i in range(2, len([k for k in a if k.startswith("arg")]))]
+    out = cx.imp.inline(gm, inputs)
+    return tuple(out) if isinstance(out, (list, tuple)) else out
+
+
+@conv("higher_order.wrap_with_autocast")
+def _wrap_autocast(cx: Cx, a: dict) -> Any:
+    # args: device_type, dtype, enabled, cache_enabled, body, *inputs.  torch recorded
+    # each inner op's dtype under autocast in its metadata; the converters follow it.
+    gm = a["arg4"]
+    inputs = [a[f"arg{i}"] for i in range(5, len([k for k in a if k.startswith("arg")]))]
+    out = cx.imp.inline(gm, inputs)
+    return tuple(out) if isinstance(out, (list, tuple)) else out
+
+
+@conv("operator.getitem")
+def _getitem(cx: Cx, a: dict) -> Any:
+    seq, i = a["arg0"], a["arg1"]
+    if isinstance(seq, (list, tuple)):
+        return _force(seq[i])
+    raise Unsupported(f"indexing a {type(seq).__name__}")
+
+
+__all__ = ["CONVERTERS", "conv"]

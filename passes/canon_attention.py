@@ -1,0 +1,877 @@
+"""Canonical forms of attention: contraction, scale, masks and softmax.
+
+Design note.  Exporters spell one attention in many ways: QKᵀ as
+``matmul(q, transpose(k))``, as a JAX ``dot_general`` with batch dims in the
+middle, or as a 3-D ``bmm`` over flattened heads; the scale on Q, on K, on both
+(√scale each), or on the scores, as a ``mul`` or a ``div``; masks as
+``where``/``masked_fill`` with ``-inf``, ``-1e9`` or ``finfo.min``, or as an
+additive ``(1 - m) * -10000``; softmax as one op or as max/sub/exp/sum/div.
+The patterns here, run by ``canonicalize`` to a fixed point, bring every
+spelling to ONE form, so ``fuse-attention`` matches meaning and not spelling:
+
+* **Contraction.**  An ``ik.contract`` that is a (batched) matrix product
+  becomes ``ik.matmul`` with explicit ``ik.transpose`` ops on its operands;
+  transposes then compose.  Reshapes that only merge the leading batch dims of
+  both matmul operands (the 3-D ``bmm`` form) move after the matmul.  So QKᵀ is
+  always ``ik.matmul(Q, ik.transpose(K, perm))`` where ``perm`` puts K's head
+  dim second to last.
+* **Scale.**  Every scalar factor on Q, on K (before or after its transpose) or
+  on the scores, given as ``mul`` or ``div`` by a splat constant of any shape
+  that does not widen, becomes one ``ik.mul(scores, c)`` with a rank-0
+  constant ``c`` right after the matmul.  (Constant expressions such as
+  ``1/sqrt(64)`` or ``rsqrt(64)`` are folded by ``fold-constants`` first.)
+* **Masks.**  A boolean keep-mask is applied as ``ik.where(keep, scores, F)``
+  with the fill ``F`` (a splat ≤ -1e4 or -inf) on the else side; nested wheres
+  with the same fill merge into one ``and`` of keep-masks; ``masked_fill``
+  orientation (fill on the then side, ``not`` on the condition) is flipped.  An
+  additive mask is ``ik.add(scores, ik.where(keep, 0, C))``: ``(1 - m) * C``
+  for a boolean (or 0/1 integer) ``m`` takes that form, and an additive
+  ``-inf`` mask becomes a ``where`` on the scores.  Every one of these
+  rewrites is exact: canonicalize never changes a number.  Whether a finite
+  fill or an additive term *is* a mask (values 0 or ≤ -1e4) is decided by
+  ``fuse-attention``, where the one documented refinement (a row with every
+  key masked gives zeros) is made.
+* **Softmax.**  ``exp(x - c) / sum(exp(x - c))`` along one axis, where ``c``
+  is constant along that axis (usually ``max(x)``; softmax does not depend on
+  it), becomes ``ik.softmax``.  Upcasts around it stay: cast→softmax→cast is
+  the canonical form of a float32 softmax in a half-precision model.
+
+The module also holds the analysis helpers the fusion passes share (splat
+constants, evaluating constant cones, causal checks).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from irkit.ir.core import Dense, Op, Value
+from irkit.ir.ops import OPS, named_operands
+from irkit.ir.types import DType, SymDim, TensorType, eval_dim, normalize_axis
+from irkit.rewrite import Fail, Match, Pattern, Rewriter, splat_constant
+
+MASK_FILL_MAX = -1.0e4
+"""A fill or additive constant counts as a mask only when it is at most this (or -inf)."""
+
+# ---------------------------------------------------------------------------
+# Analysis helpers shared by the fusion passes
+
+
+def float_splat(v: Value) -> float | None:
+    """The value of a float splat constant, else None."""
+    if not v.type.dtype.is_float:
+        return None
+    c = splat_constant(v)
+    return None if c is None else float(c)
+
+
+def int_splat(v: Value) -> int | None:
+    """The value of an integer or boolean splat constant, else None."""
+    if v.type.dtype.is_float:
+        return None
+    c = splat_constant(v)
+    return None if c is None else int(c)
+
+
+def is_mask_fill(x: float | None) -> bool:
+    """True for a value that masks a score: -inf or at most :data:`MASK_FILL_MAX`."""
+    return x is not None and (x == -math.inf or x <= MASK_FILL_MAX)
+
+
+def scalar_factor(v: Value, like: Value) -> float | None:
+    """The float of a splat constant ``v`` that broadcasts into ``like`` without widening it."""
+    c = float_splat(v)
+    if c is None or v.type.rank > like.type.rank:
+        return None
+    for d in v.type.shape:
+        if d != 1:
+            return None
+    return c
+
+
+def is_float_cast(op: Op) -> bool:
+    return op.name == "ik.cast" and op.operand(0).type.dtype.is_float and op.attrs["to"].is_float
+
+
+def producer(v: Value) -> Op | None:
+    return v.producer
+
+
+def op_is(v: Value, *names: str) -> Op | None:
+    """The producer of ``v`` when its name is one of ``names``."""
+    p = v.producer
+    return p if p is not None and p.name in names else None
+
+
+def softmax_axis_is_last(op: Op) -> bool:
+    r = op.operand(0).type.rank
+    return normalize_axis(op.attrs.get("axis", -1), r) == r - 1
+
+
+_SCORES_PATH = frozenset({"ik.mul", "ik.div", "ik.add", "ik.sub", "ik.where", "ik.cast", "ik.dropout", "ik.reshape"})
+
+
+def reaches_softmax(v: Value, depth: int = 8) -> bool:
+    """True if ``v`` flows into a softmax over its last axis through scale, mask, bias and casts."""
+    if depth < 0:
+        return False
+    for u in v.users:
+        if u.name == "ik.softmax":
+            if softmax_axis_is_last(u) and u.operand(0).type.shape[-1:] == v.type.shape[-1:]:
+                return True
+        elif u.name in _SCORES_PATH and u.results:
+            r = u.results[0]
+            if u.name == "ik.reshape" and r.type.shape[-2:] != v.type.shape[-2:]:
+                continue
+            if reaches_softmax(r, depth - 1):
+                return True
+    return False
+
+
+def is_scores_contraction(op: Op) -> bool:
+    """A matmul (or contract) whose result flows into a softmax over its last axis."""
+    return op.name in ("ik.matmul", "ik.contract") and reaches_softmax(op.results[0])
+
+
+def feeds_scores_contraction(v: Value, depth: int = 4) -> bool:
+    """True if ``v`` is (through shape ops and scalar factors) an operand of a scores contraction."""
+    if depth < 0:
+        return False
+    for u in v.users:
+        if u.name in ("ik.matmul", "ik.contract") and is_scores_contraction(u):
+            return True
+        if u.name in ("ik.transpose", "ik.reshape", "ik.mul", "ik.div", "ik.cast") and u.results:
+            if feeds_scores_contraction(u.results[0], depth - 1):
+                return True
+    return False
+
+
+def same_value(a: Value, b: Value, depth: int = 6) -> bool:
+    """Structural equality: the same value, or the same pure op of structurally equal operands."""
+    if a is b:
+        return True
+    if depth <= 0 or a.type != b.type:
+        return False
+    pa, pb = a.producer, b.producer
+    if pa is None or pb is None or pa.name != pb.name or a.index != b.index:
+        return False
+    d = OPS.get(pa.name)
+    if d is None or not d.has("pure") or pa.regions or pb.regions:
+        return False
+    if pa.attrs != pb.attrs or pa.num_operands != pb.num_operands:
+        return False
+    return all(same_value(x, y, depth - 1) for x, y in zip(pa.operands, pb.operands))
+
+
+# -- constant cones ----------------------------------------------------------------
+
+_CONE_OPS_SKIP = frozenset({"ik.fused", "ik.attention"})
+
+
+def cone(v: Value, leaves: Iterable[Value] = (), limit: int = 96) -> list[Op] | None:
+    """The ops computing ``v`` from ``leaves`` and source ops, in program order.
+
+    None when the cone reaches a function argument or another value not listed in
+    ``leaves``, holds a region op, or has more than ``limit`` ops.
+    """
+    stop = {id(x) for x in leaves}
+    seen: dict[int, Op] = {}
+    stack = [v]
+    while stack:
+        x = stack.pop()
+        if id(x) in stop:
+            continue
+        p = x.producer
+        if p is None or p.name in _CONE_OPS_SKIP:
+            return None
+        if id(p) in seen:
+            continue
+        seen[id(p)] = p
+        if len(seen) > limit:
+            return None
+        stack.extend(p.operands)
+    return _program_order(list(seen.values()))
+
+
+def _program_order(ops: list[Op]) -> list[Op]:
+    if not ops:
+        return ops
+    g = ops[0].parent
+    if g is None or any(o.parent is not g for o in ops):
+        return ops
+    # Walk the graph once only when the cone is large; small cones sort by a local walk.
+    pos = g.order()
+    return sorted(ops, key=lambda o: pos[id(o)])
+
+
+def leaves_of(v: Value, limit: int = 96, allowed: frozenset[str] | None = None) -> list[Value] | None:
+    """The non-constant values the cone of ``v`` starts from (arguments and ops outside ``allowed``)."""
+    out: dict[int, Value] = {}
+    seen: set[int] = set()
+    stack = [v]
+    count = 0
+    while stack:
+        x = stack.pop()
+        p = x.producer
+        if p is None or (allowed is not None and p.name not in allowed and not _is_source(p)):
+            out[id(x)] = x
+            continue
+        if id(p) in seen:
+            continue
+        seen.add(id(p))
+        count += 1
+        if count > limit or p.regions:
+            return None
+        stack.extend(p.operands)
+    return list(out.values())
+
+
+def _is_source(op: Op) -> bool:
+    d = OPS.get(op.name)
+    return d is not None and d.has("source")
+
+
+def symbols_of(ops: Sequence[Op], extra: Sequence[Value] = ()) -> set[str]:
+    out: set[str] = set()
+    for o in ops:
+        for v in list(o.operands) + list(o.results):
+            out |= v.type.symbols
+    for v in extra:
+        out |= v.type.symbols
+    return out
+
+
+def evaluate(v: Value, bindings: Mapping[str, int], given: Mapping[int, np.ndarray] | None = None,
+             limit: int = 96) -> np.ndarray | None:
+    """Evaluate ``v`` from constants (and ``given`` values keyed by id) in float64; None if it cannot."""
+    from irkit.interp import Interpreter
+
+    given = dict(given or {})
+    ops = cone(v, [x for x in _values_by_id(v, given)], limit)
+    if ops is None:
+        return None
+    env: dict[int, np.ndarray] = dict(given)
+    it = Interpreter(float64=True)
+    try:
+        with np.errstate(all="ignore"):
+            for o in ops:
+                outs = it._op(o, [env[id(x)] for x in o.operands], bindings)
+                for r, y in zip(o.results, outs):
+                    env[id(r)] = y
+    except Exception:  # an out-of-range slice at a sample size: not evaluable there
+        return None
+    return env.get(id(v))
+
+
+def _values_by_id(v: Value, given: Mapping[int, np.ndarray]) -> list[Value]:
+    # cone() wants Value objects for its stop set; find them by walking the cone once.
+    if not given:
+        return []
+    out: list[Value] = []
+    seen: set[int] = set()
+    stack = [v]
+    while stack:
+        x = stack.pop()
+        if id(x) in given:
+            out.append(x)
+            continue
+        p = x.producer
+        if p is None or id(p) in seen:
+            continue
+        seen.add(id(p))
+        stack.extend(p.operands)
+    return out
+
+
+SAMPLE_SIZES = (1, 2, 3, 5, 8)
+"""Sizes at which a cone with symbolic dims is evaluated (every symbol at once)."""
+
+
+def sample_bindings(symbols: Iterable[str]) -> list[dict[str, int]]:
+    syms = sorted(set(symbols))
+    if not syms:
+        return [{}]
+    return [{s: n for s in syms} for n in SAMPLE_SIZES]
+
+
+def keep_pattern(keep: Value, scores_shape: Sequence) -> tuple[str, str]:
+    """Classify a constant boolean keep-mask against the scores ``[..., Sq, Skv]``.
+
+    Returns ``(kind, detail)`` with kind ``"causal"`` (key j kept for query i iff
+    j <= i, top-left aligned), ``"all"`` (every key kept), ``"other"`` (a constant
+    pattern; ``detail`` names a witness), or ``"unknown"`` (not a constant cone).
+    Symbolic sizes are checked at :data:`SAMPLE_SIZES`.
+    """
+    ops = cone(keep)
+    if ops is None:
+        return "unknown", "depends on an input"
+    syms = symbols_of(ops, [keep]) | {s for d in scores_shape if isinstance(d, SymDim) for s in d.symbols}
+    kinds: set[str] = set()
+    detail = ""
+    evaluated = 0
+    for b in sample_bindings(syms):
+        arr = evaluate(keep, b)
+        if arr is None:
+            continue
+        try:
+            sq, sk = eval_dim(scores_shape[-2], b), eval_dim(scores_shape[-1], b)
+            full = np.broadcast_to(arr.astype(bool), tuple(arr.shape[:-2]) + (sq, sk)) if arr.ndim >= 2 \
+                else np.broadcast_to(arr.astype(bool), (sq, sk))
+        except (ValueError, KeyError):
+            return "other", f"its shape {list(arr.shape)} does not broadcast to the scores"
+        evaluated += 1
+        tril = np.tril(np.ones((sq, sk), dtype=bool))
+        if np.all(full):
+            kinds.add("all")
+        elif np.all(full == tril):
+            kinds.add("causal")
+        else:
+            kinds.add("other")
+            bad = np.argwhere(full != tril.reshape((1,) * (full.ndim - 2) + (sq, sk)))[0]
+            i, j = int(bad[-2]), int(bad[-1])
+            detail = (f"query {i} {'keeps' if full[tuple(bad)] else 'drops'} key {j} "
+                      f"(sizes {dict(b) if b else 'static'})")
+    if not evaluated:
+        return "unknown", "cannot be evaluated"
+    if kinds == {"all"}:
+        return "all", ""
+    if kinds <= {"causal", "all"} and "causal" in kinds:
+        # A 1x1 causal mask is all-true; any larger size decides.
+        return "causal", ""
+    return "other", detail or "it is not lower-triangular"
+
+
+# ---------------------------------------------------------------------------
+# Rewrite helpers
+
+
+def mk(rw: Rewriter, before: Op, name: str, *operands: Value | None, **attrs) -> Value:
+    """Create ``name`` before ``before`` (location of ``before``) and return its single result."""
+    return rw.create(before, name, list(operands), attrs).results[0]
+
+
+def const_scalar(rw: Rewriter, before: Op, value: float | int | bool, dtype: DType) -> Value:
+    return rw.create(before, "ik.constant", [], {"value": Dense.splat(value, (), dtype)}).results[0]
+
+
+def transposed(rw: Rewriter, before: Op, x: Value, perm: Sequence[int]) -> Value:
+    """``x`` permuted by ``perm``, composing with a transpose that produced ``x``; no-op perms vanish."""
+    perm = tuple(int(p) for p in perm)
+    p = x.producer
+    if p is not None and p.name == "ik.transpose":
+        inner = p.attrs["perm"]
+        perm = tuple(inner[i] for i in perm)
+        x = p.operand(0)
+    if perm == tuple(range(len(perm))):
+        return x
+    return mk(rw, before, "ik.transpose", x, perm=perm)
+
+
+def reshaped(rw: Rewriter, before: Op, x: Value, shape: Sequence) -> Value:
+    """``x`` reshaped to ``shape``, looking through a reshape that produced it."""
+    shape = tuple(shape)
+    p = x.producer
+    if p is not None and p.name == "ik.reshape":
+        x = p.operand(0)
+    if tuple(x.type.shape) == shape:
+        return x
+    return mk(rw, before, "ik.reshape", x, shape=shape)
+
+
+# ---------------------------------------------------------------------------
+# Contraction patterns
+
+
+class ContractToMatmul(Pattern):
+    """An ``ik.contract`` that is a batched matrix product becomes ``ik.matmul`` with transposes.
+
+    ``contract(a, b){lhs_batch, rhs_batch, lhs_contract=[i], rhs_contract=[j]}`` with
+    one free dim per side, or without batch dims and a rank-2 right operand.
+    """
+
+    name = "contract-to-matmul"
+    roots = ("ik.contract",)
+
+    def match(self, op: Op) -> Match | None:
+        lb, rb = tuple(op.attrs.get("lhs_batch", ())), tuple(op.attrs.get("rhs_batch", ()))
+        lc, rc = tuple(op.attrs["lhs_contract"]), tuple(op.attrs["rhs_contract"])
+        if op.attrs.get("tile") is not None or op.attrs.get("dataflow") is not None:
+            return None
+        x, y = op.operands
+        if len(lc) != 1:
+            return None
+        lf = [i for i in range(x.type.rank) if i not in lb and i not in lc]
+        rf = [i for i in range(y.type.rank) if i not in rb and i not in rc]
+        if lb and len(lf) == 1 and len(rf) == 1:
+            if tuple(x.type.shape[i] for i in lb) != tuple(y.type.shape[i] for i in rb):
+                return None
+            return Match(lperm=lb + (lf[0],) + lc, rperm=rb + rc + (rf[0],))
+        if not lb and y.type.rank == 2 and len(lf) >= 1 and len(rf) == 1:
+            return Match(lperm=tuple(lf) + lc, rperm=rc + (rf[0],))
+        return None
+
+    def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
+        x = transposed(rw, op, op.operand(0), m["lperm"])
+        y = transposed(rw, op, op.operand(1), m["rperm"])
+        out = rw.create(op, "ik.matmul", [x, y], {}).results[0]
+        rw.replace_op(op, [out])
+
+
+class BatchReshapeOutOfMatmul(Pattern):
+    """``matmul(reshape(a), reshape(b))`` that only merges leading batch dims → ``reshape(matmul(a, b))``.
+
+    The 3-D ``bmm`` over ``[B*H, S, D]`` that torch's matmul decomposition
+    produces becomes the 4-D matmul it stands for.
+    """
+
+    name = "batch-reshape-out-of-matmul"
+    roots = ("ik.matmul",)
+
+    def match(self, op: Op) -> Match | None:
+        ra, rb = op_is(op.operand(0), "ik.reshape"), op_is(op.operand(1), "ik.reshape")
+        if ra is None or rb is None:
+            return None
+        a, b = ra.operand(0), rb.operand(0)
+        if a.type.rank < 3 or a.type.rank != b.type.rank:
+            return None
+        if a.type.shape[:-2] != b.type.shape[:-2]:
+            return None
+        if a.type.shape[-2:] != op.operand(0).type.shape[-2:] or b.type.shape[-2:] != op.operand(1).type.shape[-2:]:
+            return None
+        if op.operand(0).type.shape[:-2] != op.operand(1).type.shape[:-2]:
+            return None
+        return Match(a=a, b=b)
+
+    def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
+        mm = rw.create(op, "ik.matmul", [m["a"], m["b"]], {}).results[0]
+        out = mk(rw, op, "ik.reshape", mm, shape=op.results[0].type.shape)
+        rw.replace_op(op, [out])
+
+
+# ---------------------------------------------------------------------------
+# Scale patterns
+
+
+class ScaleDivToMul(Pattern):
+    """``div(x, c)`` by a scalar on the attention scores path → ``mul(x, 1/c)``."""
+
+    name = "attention-scale-div"
+    roots = ("ik.div",)
+
+    def match(self, op: Op) -> Match | None:
+        x, c = op.operands
+        f = scalar_factor(c, x)
+        if f is None or f == 0 or not math.isfinite(f) or x.producer is None:
+            return None
+        if x.producer.name == "ik.constant":
+            return None
+        if not (reaches_softmax(x) or feeds_scores_contraction(op.results[0])):
+            return None
+        return Match(f=f)
+
+    def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
+        x = op.operand(0)
+        c = const_scalar(rw, op, 1.0 / m["f"], x.type.dtype)
+        rw.replace_op(op, [mk(rw, op, "ik.mul", x, c)])
+
+
+class ScaleCombine(Pattern):
+    """``mul(mul(x, a), b)`` with scalars on the scores path → ``mul(x, a*b)``."""
+
+    name = "attention-scale-combine"
+    roots = ("ik.mul",)
+
+    def match(self, op: Op) -> Match | None:
+        inner, c = op.operands
+        b = scalar_factor(c, inner)
+        p = op_is(inner, "ik.mul")
+        if b is None or p is None or not p.results[0].has_one_use:
+            return None
+        x, c2 = p.operands
+        a = scalar_factor(c2, x)
+        if a is None or x.type != inner.type:
+            return None
+        if not (reaches_softmax(op.results[0]) or feeds_scores_contraction(op.results[0])):
+            return None
+        return Match(x=x, f=a * b)
+
+    def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
+        x = m["x"]
+        c = const_scalar(rw, op, m["f"], x.type.dtype)
+        rw.replace_op(op, [mk(rw, op, "ik.mul", x, c)])
+
+
+class ScaleThroughShape(Pattern):
+    """``transpose(mul(x, c))`` / ``reshape(mul(x, c))`` feeding the scores → ``mul(transpose(x), c)``."""
+
+    name = "attention-scale-through-shape"
+    roots = ("ik.transpose", "ik.reshape", "ik.cast")
+
+    def match(self, op: Op) -> Match | None:
+        p = op_is(op.operand(0), "ik.mul")
+        if p is None:
+            return None
+        if op.name == "ik.cast" and not is_float_cast(op):
+            return None
+        x, c = p.operands
+        f = scalar_factor(c, x)
+        if f is None or x.type != p.results[0].type:
+            return None
+        if not feeds_scores_contraction(op.results[0]):
+            return None
+        return Match(x=x, f=f)
+
+    def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
+        inner = rw.create(op, op.name, [m["x"]], dict(op.attrs)).results[0]
+        c = const_scalar(rw, op, m["f"], inner.type.dtype)
+        rw.replace_op(op, [mk(rw, op, "ik.mul", inner, c)])
+
+
+class ScaleOutOfScores(Pattern):
+    """``matmul(mul(q, a), mul(kT, b))`` on the attention scores → ``mul(matmul(q, kT), a*b)``."""
+
+    name = "attention-scale-out-of-matmul"
+    roots = ("ik.matmul",)
+
+    def match(self, op: Op) -> Match | None:
+        f = 1.0
+        new = list(op.operands)
+        found = False
+        for i, v in enumerate(op.operands):
+            p = op_is(v, "ik.mul")
+            if p is None:
+                continue
+            x, c = p.operands
+            s = scalar_factor(c, x)
+            if s is None or x.type != v.type:
+                continue
+            f *= s
+            new[i] = x
+            found = True
+        if not found or not is_scores_contraction(op):
+            return None
+        return Match(operands=new, f=f)
+
+    def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
+        mm = rw.create(op, "ik.matmul", m["operands"], {}).results[0]
+        c = const_scalar(rw, op, m["f"], mm.type.dtype)
+        rw.replace_op(op, [mk(rw, op, "ik.mul", mm, c)])
+
+
+# ---------------------------------------------------------------------------
+# Mask patterns (all exact)
+
+
+def _not(rw: Rewriter, before: Op, c: Value) -> Value:
+    p = op_is(c, "ik.not")
+    if p is not None:
+        return p.operand(0)
+    for a, b in (("ik.eq", "ik.ne"), ("ik.ne", "ik.eq")):
+        q = op_is(c, a)
+        if q is not None:
+            return mk(rw, before, b, *q.operands)
+    return mk(rw, before, "ik.not", c)
+
+
+class WhereNot(Pattern):
+    """``where(not(c), x, y)`` → ``where(c, y, x)``, unless that puts a mask fill on the then side."""
+
+    name = "where-not"
+    roots = ("ik.where",)
+
+    def match(self, op: Op) -> Match | None:
+        c, x, y = op.operands
+        if op_is(c, "ik.not") is None:
+            return None
+        if is_mask_fill(float_splat(y)) and not is_mask_fill(float_splat(x)):
+            return None  # already the canonical masked_fill orientation
+        return Match()
+
+    def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
+        c, x, y = op.operands
+        rw.replace_op(op, [mk(rw, op, "ik.where", c.producer.operand(0), y, x)])  # type: ignore[union-attr]
+
+
+class MaskFillOnElse(Pattern):
+    """``where(c, F, x)`` with a mask fill F → ``where(not c, x, F)`` (masked_fill → keep-mask form)."""
+
+    name = "mask-fill-on-else"
+    roots = ("ik.where",)
+
+    def match(self, op: Op) -> Match | None:
+        c, x, y = op.operands
+        if is_mask_fill(float_splat(x)) and not is_mask_fill(float_splat(y)):
+            return Match()
+        return None
+
+    def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
+        c, x, y = op.operands
+        keep = _not(rw, op, c)
+        rw.replace_op(op, [mk(rw, op, "ik.where", keep, y, x)])
+
+
+class NotCompare(Pattern):
+    """``not(eq(a, b))`` → ``ne(a, b)``; ``not(lt)`` → ``ge`` and friends on integers."""
+
+    name = "not-compare"
+    roots = ("ik.not",)
+    _EXACT = {"ik.eq": "ik.ne", "ik.ne": "ik.eq"}
+    _INT = {"ik.lt": "ik.ge", "ik.ge": "ik.lt", "ik.gt": "ik.le", "ik.le": "ik.gt"}
+
+    def match(self, op: Op) -> Match | None:
+        p = op.operand(0).producer
+        if p is None:
+            return None
+        if p.name in self._EXACT:
+            return Match(name=self._EXACT[p.name])
+        if p.name in self._INT and not p.operand(0).type.dtype.is_float:
+            return Match(name=self._INT[p.name])
+        return None
+
+    def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
+        p = op.operand(0).producer
+        rw.replace_op(op, [mk(rw, op, m["name"], *p.operands)])  # type: ignore[union-attr]
+
+
+class MergeWhereMasks(Pattern):
+    """``where(a, where(b, x, F), F)`` → ``where(and(a, b), x, F)`` for the same mask fill F."""
+
+    name = "merge-where-masks"
+    roots = ("ik.where",)
+
+    def match(self, op: Op) -> Match | None:
+        a, inner, f = op.operands
+        p = op_is(inner, "ik.where")
+        fv = float_splat(f)
+        if p is None or not is_mask_fill(fv) or not inner.has_one_use:
+            return None
+        b, x, f2 = p.operands
+        if float_splat(f2) != fv or p.results[0].type != op.results[0].type:
+            return None
+        return Match(a=a, b=b, x=x)
+
+    def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
+        keep = mk(rw, op, "ik.and", m["a"], m["b"])
+        out = mk(rw, op, "ik.where", keep, m["x"], op.operand(2))
+        if out.type != op.results[0].type:
+            return
+        rw.replace_op(op, [out])
+
+
+class AdditiveInfMask(Pattern):
+    """``add(x, where(keep, 0, -inf))`` → ``where(keep, x, -inf)``."""
+
+    name = "additive-inf-mask"
+    roots = ("ik.add",)
+
+    def match(self, op: Op) -> Match | None:
+        for i in (0, 1):
+            x, a = op.operand(i), op.operand(1 - i)
+            p = op_is(a, "ik.where")
+            if p is None:
+                continue
+            keep, zero, fill = p.operands
+            if float_splat(zero) != 0.0 or float_splat(fill) != -math.inf:
+                continue
+            if x.producer is not None and x.producer.name == "ik.constant":
+                continue
+            if op.results[0].type.shape != _bshape(keep, x):
+                continue
+            return Match(x=x, keep=keep, fill=fill)
+        return None
+
+    def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
+        fill = const_scalar(rw, op, -math.inf, m["x"].type.dtype)
+        out = mk(rw, op, "ik.where", m["keep"], m["x"], fill)
+        rw.replace_op(op, [out])
+
+
+def _bshape(*vs: Value) -> tuple:
+    from irkit.ir.types import broadcast_shapes
+
+    try:
+        return broadcast_shapes(*(v.type.shape for v in vs))
+    except ValueError:
+        return ()
+
+
+class WhereBiasInside(Pattern):
+    """``add(where(keep, x, -inf), b)`` → ``where(keep, add(x, b), -inf)`` (bias before the mask)."""
+
+    name = "where-bias-inside"
+    roots = ("ik.add",)
+
+    def match(self, op: Op) -> Match | None:
+        for i in (0, 1):
+            w, b = op.operand(i), op.operand(1 - i)
+            p = op_is(w, "ik.where")
+            if p is None or not w.has_one_use:
+                continue
+            keep, x, fill = p.operands
+            if float_splat(fill) != -math.inf or is_mask_fill(float_splat(b)):
+                continue
+            if b.producer is not None and b.producer.name == "ik.where" and float_splat(b.producer.operand(2)) == -math.inf:
+                continue
+            return Match(keep=keep, x=x, b=b, fill=fill)
+        return None
+
+    def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
+        s = mk(rw, op, "ik.add", m["x"], m["b"])
+        out = mk(rw, op, "ik.where", m["keep"], s, m["fill"])
+        if out.type != op.results[0].type:
+            return
+        rw.replace_op(op, [out])
+
+
+class OneMinusMaskTimesC(Pattern):
+    """``(1 - cast(m)) * C`` with C ≤ -1e4 → ``where(keep, 0, C)``; ``cast(b) * C`` → ``where(b, C, 0)``.
+
+    ``keep`` is ``m`` for a boolean mask and ``ne(m, 0)`` for an integer one
+    (integer attention masks hold 0 and 1, as every exporter documents).
+    ``(cast(m) - 1) * C'`` with C' ≥ 1e4 is the same mask.
+    """
+
+    name = "additive-mask-form"
+    roots = ("ik.mul",)
+
+    def match(self, op: Op) -> Match | None:
+        x, c = op.operands
+        cv = float_splat(c)
+        if cv is None or x.type != op.results[0].type:
+            return None
+        p = x.producer
+        if p is None:
+            return None
+        if p.name == "ik.cast" and p.operand(0).type.dtype.is_bool and is_mask_fill(cv):
+            return Match(kind="bool-times-c", m=p.operand(0), c=cv)
+        if p.name != "ik.sub":
+            return None
+        a, b = p.operands
+        if float_splat(a) == 1.0 and is_mask_fill(cv):
+            cast = op_is(b, "ik.cast")
+            if cast is not None and not cast.operand(0).type.dtype.is_float and cast.results[0].type == x.type:
+                return Match(kind="one-minus", m=cast.operand(0), c=cv)
+        if float_splat(b) == 1.0 and is_mask_fill(-cv):
+            cast = op_is(a, "ik.cast")
+            if cast is not None and not cast.operand(0).type.dtype.is_float and cast.results[0].type == x.type:
+                return Match(kind="one-minus", m=cast.operand(0), c=-cv)
+        return None
+
+    def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
+        dt = op.results[0].type.dtype
+        mm: Value = m["m"]
+        zero = const_scalar(rw, op, 0.0, dt)
+        fill = const_scalar(rw, op, m["c"], dt)
+        if m["kind"] == "bool-times-c":
+            out = mk(rw, op, "ik.where", mm, fill, zero)
+        else:
+            keep = mm if mm.type.dtype.is_bool else mk(rw, op, "ik.ne", mm, const_scalar(rw, op, 0, mm.type.dtype))
+            out = mk(rw, op, "ik.where", keep, zero, fill)
+        if out.type != op.results[0].type:
+            return
+        rw.replace_op(op, [out])
+
+
+# ---------------------------------------------------------------------------
+# Softmax raising
+
+
+def _reduced_axis(op: Op, rank: int) -> int | None:
+    axes = op.attrs.get("axes") or tuple(range(op.operand(0).type.rank))
+    if len(axes) != 1:
+        return None
+    return normalize_axis(axes[0], op.operand(0).type.rank)
+
+
+def _peel_keepdims(v: Value, want_rank: int) -> Value:
+    """Look through a reshape/broadcast that re-inserts a reduced axis as size 1."""
+    for _ in range(3):
+        p = op_is(v, "ik.reshape", "ik.broadcast")
+        if p is None:
+            break
+        v = p.operand(0)
+    return v
+
+
+class RaiseSoftmax(Pattern):
+    """``exp(x - c) / sum(exp(x - c), axis)`` → ``softmax(x, axis)`` (``c`` constant along the axis)."""
+
+    name = "softmax-raise"
+    roots = ("ik.div", "ik.mul")
+    explain = True
+
+    def match(self, op: Op) -> Match | Fail | None:
+        num, den = op.operands
+        if op.name == "ik.mul":
+            rp = op_is(den, "ik.reciprocal")
+            if rp is None:
+                rp = op_is(num, "ik.reciprocal")
+                if rp is None:
+                    return None
+                num, den = den, num
+            den = rp.operand(0)
+        e = op_is(num, "ik.exp")
+        if e is None:
+            return None
+        red = op_is(_peel_keepdims(den, num.type.rank), "ik.reduce_sum")
+        if red is None:
+            return None
+        # From here on this is a softmax candidate: failures are worth explaining.
+        if not same_value(red.operand(0), num):
+            return Fail("the denominator sums a different tensor than the numerator's exp", red)
+        rank = num.type.rank
+        ax = _reduced_axis(red, rank)
+        if ax is None:
+            return Fail(f"the sum reduces axes {list(red.attrs.get('axes') or ())}, not one axis", red)
+        if den.type.rank != rank or den.type.shape[ax] != 1:
+            return Fail(f"the sum over axis {ax} is not broadcast back along axis {ax}", red)
+        if op.results[0].type != num.type:
+            return Fail("the division broadcasts to a larger shape than the exp", op)
+        z = e.operand(0)
+        x = z
+        s = op_is(z, "ik.sub")
+        if s is not None:
+            c = s.operand(1)
+            if c.type.rank == rank and c.type.shape[ax] == 1 and s.operand(0).type == z.type:
+                x = s.operand(0)
+                mx = op_is(_peel_keepdims(c, rank), "ik.reduce_max")
+                if mx is not None and not same_value(mx.operand(0), x):
+                    x = z  # subtracting something else: softmax of (x - c) is still right
+                elif mx is not None and _reduced_axis(mx, rank) != ax:
+                    return Fail(f"the max is taken over axis {_reduced_axis(mx, rank)}, "
+                                f"but the sum over axis {ax}", mx)
+        return Match(x=x, axis=ax)
+
+    def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
+        x: Value = m["x"]
+        out = mk(rw, op, "ik.softmax", x, axis=m["axis"] - x.type.rank)
+        rw.replace_op(op, [out])
+
+
+def attention_canonicalization_patterns() -> list[Pattern]:
+    """The patterns :mod:`passes.canonicalize` runs for attention spellings."""
+    return [
+        ContractToMatmul(), BatchReshapeOutOfMatmul(),
+        ScaleDivToMul(), ScaleCombine(), ScaleThroughShape(), ScaleOutOfScores(),
+        WhereNot(), MaskFillOnElse(), NotCompare(), MergeWhereMasks(), AdditiveInfMask(),
+        WhereBiasInside(), OneMinusMaskTimesC(),
+        RaiseSoftmax(),
+    ]
+
+
+def _install() -> None:
+    from irkit.passes.canonicalize import EXTRA_PATTERN_PROVIDERS
+
+    if attention_canonicalization_patterns not in EXTRA_PATTERN_PROVIDERS:
+        EXTRA_PATTERN_PROVIDERS.append(attention_canonicalization_patterns)
+
+
+_install()
+
+__all__ = [
+    "MASK_FILL_MAX", "float_splat", "int_splat", "is_mask_fill", "scalar_factor", "same_value", "cone",
+    "evaluate", "keep_pattern", "sample_bindings", "transposed", "reshaped", "mk", "const_scalar",
+    "attention_canonicalization_patterns",
+]

@@ -1,0 +1,588 @@
+"""``fuse-attention``: softmax(scale·QKᵀ + bias, mask) V → one ``ik.attention``.
+
+Design note.  The pattern starts at every ``ik.softmax`` (so ``--explain`` can
+say, for each softmax that did not fuse, the first condition that failed) and
+reads the canonical form that ``canonicalize`` leaves (see
+:mod:`passes.canon_attention`):
+
+    P = softmax(where(keep, mul(matmul(Q, transpose(K)), c) + bias, F), axis=-1)
+    O = matmul(cast?(P), V)
+
+Walking down from the softmax it peels float casts, ``where`` masks with a fill
+≤ -1e4 or -inf, additive terms, and scalar ``mul``/``div`` factors until it
+reaches the QKᵀ matmul.  Walking up it finds the single P·V matmul.  Nothing is
+taken on trust:
+
+* the key transpose must contract K's innermost (head) dim, and Q's contracted
+  dim must be Q's innermost dim;
+* the softmax must run over the key axis (the last);
+* only scalar factors on the scores path become ``scale`` (a factor on V stays
+  in the V operand);
+* a keep-mask is causal only when its values are lower-triangular (evaluated,
+  not assumed); other constant patterns become an explicit ``mask`` operand;
+* an additive term is a mask only when its values are 0 or ≤ -1e4 for every 0/1
+  input (evaluated); anything else is a ``bias``.
+
+Layouts: BHSD as is; BSHD keeps the transposes that produced Q, K and V as the
+fused op's operands (K's transpose is rewritten to the BHSD key); 3-D
+``[B*H, S, D]`` scores run as ``[1, B*H, S, D]`` with reshapes around the op.
+Repeated K/V heads (``expand``+``reshape``, ``repeat_interleave``, an index
+``gather``) are passed un-repeated, so ``ik.attention`` expresses GQA.
+
+Refinement: ``ik.attention`` gives zeros for a query row whose every key is
+masked.  The unfused spellings disagree there (NaN for -inf, a uniform average
+for a finite fill, the unmasked softmax for an additive -10000), so fusing a
+mask defines those rows; ``--check-rewrites`` checks everything else.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from irkit.ir.core import Location, Op, Value
+from irkit.ir.types import DType, SymDim, TensorType, broadcast_shapes, dim_prod, eval_dim, normalize_axis
+from irkit.passes.canon_attention import (
+    cone,
+    const_scalar,
+    evaluate,
+    float_splat,
+    is_float_cast,
+    is_mask_fill,
+    keep_pattern,
+    leaves_of,
+    mk,
+    op_is,
+    sample_bindings,
+    scalar_factor,
+    symbols_of,
+    transposed,
+)
+from irkit.passmanager import Pass, PassContext, register_pass
+from irkit.rewrite import Fail, Match, NearMiss, Pattern, RewriteReport, Rewriter, apply_patterns
+
+
+@dataclass
+class FusionNote(NearMiss):
+    """An explain record for a fusion that happened, with what it had to decide."""
+
+    def describe(self) -> str:
+        return f"{self.pattern}: '{self.op.name}' at {self.op.loc.short()} fused: {self.reason}"
+
+
+def where(op: Op) -> str:
+    """``'ik.mul' at model.py:12`` for messages."""
+    return f"'{op.name}' at {op.loc.short()}"
+
+
+# ---------------------------------------------------------------------------
+# The match
+
+
+@dataclass
+class AttentionMatch:
+    """Everything the rewrite needs, found by :func:`match_attention`."""
+
+    softmax: Op
+    pv: Op
+    q: Value
+    k_src: Value
+    k_perm: tuple[int, ...]
+    v_src: Value
+    v_perm: tuple[int, ...]
+    rank: int
+    scale: float
+    causal: bool
+    masks: list[Value] = field(default_factory=list)
+    mask_eqs: list[Value] = field(default_factory=list)
+    """Additive terms whose zeros are the kept keys (mask = eq(term, 0))."""
+    biases: list[tuple[Value, float]] = field(default_factory=list)
+    ops: list[Op] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+_CHAIN = ("ik.mul", "ik.div", "ik.add", "ik.where", "ik.cast", "ik.sub")
+
+
+def _reaches_contraction(v: Value, depth: int = 10) -> bool:
+    """True if ``v`` is computed from a matmul through ops of the scores chain."""
+    p = v.producer
+    if p is None or depth < 0:
+        return False
+    if p.name in ("ik.matmul", "ik.contract"):
+        return True
+    if p.name == "ik.where":
+        return _reaches_contraction(p.operand(1), depth - 1) or _reaches_contraction(p.operand(2), depth - 1)
+    if p.name in _CHAIN:
+        return any(_reaches_contraction(x, depth - 1) for x in p.operands)
+    return False
+
+
+_MASK_CONE_OPS = frozenset({
+    "ik.constant", "ik.iota", "ik.reshape", "ik.broadcast", "ik.transpose", "ik.slice", "ik.cast", "ik.where",
+    "ik.add", "ik.sub", "ik.mul", "ik.div", "ik.neg", "ik.not", "ik.and", "ik.or", "ik.xor", "ik.eq", "ik.ne",
+    "ik.lt", "ik.le", "ik.gt", "ik.ge", "ik.min", "ik.max", "ik.abs", "ik.concat",
+})
+
+
+def _split_and(v: Value) -> list[Value]:
+    p = op_is(v, "ik.and")
+    if p is None:
+        return [v]
+    return _split_and(p.operand(0)) + _split_and(p.operand(1))
+
+
+class _Classifier:
+    """Sorts keep-masks and additive terms into causal / explicit mask / bias, by their values."""
+
+    def __init__(self, scores_shape: tuple, am: AttentionMatch):
+        self.shape = scores_shape
+        self.am = am
+
+    def keep(self, keep: Value) -> None:
+        for c in _split_and(keep):
+            kind, detail = keep_pattern(c, self.shape)
+            if kind == "causal":
+                self.am.causal = True
+            elif kind == "all":
+                pass
+            else:
+                if kind == "other":
+                    src = c.producer
+                    self.am.notes.append(
+                        f"the keep-mask from {where(src) if src else 'an argument'} is a constant that is not "
+                        f"causal ({detail}); it is passed as an explicit mask, not as causal=true")
+                self.am.masks.append(c)
+
+    def additive(self, a: Value, factor: float) -> str | None:
+        """Classify ``a`` (added to the scores, then scaled by ``factor``); a reason string on failure."""
+        p = a.producer
+        if p is not None and p.name == "ik.where":
+            k, zero, fill = p.operands
+            if float_splat(zero) == 0.0 and is_mask_fill(float_splat(fill)) and k.type.dtype.is_bool:
+                self.keep(k)
+                return None
+        leaves = leaves_of(a, allowed=_MASK_CONE_OPS)
+        if leaves is None:
+            self.am.biases.append((a, factor))
+            return None
+        if not leaves:
+            return self._constant_additive(a, factor)
+        if len(leaves) == 1 and not leaves[0].type.dtype.is_float and self._is_01_mask(a, leaves[0]):
+            self.am.mask_eqs.append(a)
+            return None
+        self.am.biases.append((a, factor))
+        return None
+
+    def _bindings(self, a: Value, extra: list[Value] = ()) -> list[dict[str, int]]:
+        ops = cone(a, extra) or []
+        syms = symbols_of(ops, [a, *extra])
+        syms |= {s for d in self.shape if isinstance(d, SymDim) for s in d.symbols}
+        return sample_bindings(syms)
+
+    def _constant_additive(self, a: Value, factor: float) -> str | None:
+        arrays = []
+        for b in self._bindings(a):
+            arr = evaluate(a, b)
+            if arr is not None:
+                arrays.append((b, arr))
+        masky = bool(arrays) and all(_is_mask_values(arr) for _, arr in arrays)
+        if masky:
+            kinds = set()
+            for b, arr in arrays:
+                kinds.add(_tril_kind(arr == 0, self.shape, b))
+            if kinds <= {"causal", "all"} and "causal" in kinds:
+                self.am.causal = True
+                return None
+            if kinds == {"all"}:
+                return None
+            self.am.notes.append(
+                f"the additive constant from {where(a.producer)} holds mask values but is not causal; "
+                "it is kept as a bias")
+        self.am.biases.append((a, factor))
+        return None
+
+    def _is_01_mask(self, a: Value, leaf: Value) -> bool:
+        """``a`` is 0 where the 0/1 ``leaf`` is 1 and a mask value where it is 0, everywhere."""
+        seen = False
+        for b in self._bindings(a, [leaf]):
+            try:
+                shape = tuple(eval_dim(d, b) for d in leaf.type.shape)
+            except KeyError:
+                return False
+            for bit, want_keep in ((1, True), (0, False)):
+                x = np.full(shape, bit, dtype=leaf.type.dtype.np)
+                arr = evaluate(a, b, {id(leaf): x})
+                if arr is None:
+                    break
+                seen = True
+                if want_keep and not np.all(arr == 0):
+                    return False
+                if not want_keep and not np.all((arr == -np.inf) | (arr <= -1e4)):
+                    return False
+        return seen
+
+
+def _is_mask_values(arr: np.ndarray) -> bool:
+    return bool(np.all((arr == 0) | (arr == -np.inf) | (arr <= -1e4)))
+
+
+def _tril_kind(keep: np.ndarray, shape: tuple, b: dict[str, int]) -> str:
+    try:
+        sq, sk = eval_dim(shape[-2], b), eval_dim(shape[-1], b)
+        full = np.broadcast_to(keep, tuple(keep.shape[:-2]) + (sq, sk) if keep.ndim >= 2 else (sq, sk))
+    except (ValueError, KeyError):
+        return "other"
+    if np.all(full):
+        return "all"
+    return "causal" if np.all(full == np.tril(np.ones((sq, sk), dtype=bool))) else "other"
+
+
+def _unrepeat(v: Value, axis: int) -> tuple[Value, int] | None:
+    """If ``v`` repeats each slice along ``axis`` n times in a row (repeat_interleave), the source and n."""
+    r = v.type.rank
+    p = v.producer
+    if p is None:
+        return None
+    if p.name == "ik.gather" and normalize_axis(p.attrs.get("axis", 0), p.operand(0).type.rank) == axis:
+        idx = p.operand(1)
+        data = p.operand(0)
+        if idx.type.rank != 1 or idx.producer is None or idx.producer.name != "ik.constant":
+            return None
+        ids = idx.producer.attrs["value"].array.astype(np.int64)
+        h = data.type.shape[axis]
+        if not isinstance(h, int) or h == 0 or len(ids) % h:
+            return None
+        n = len(ids) // h
+        if n > 1 and np.array_equal(ids, np.repeat(np.arange(h), n)):
+            return data, n
+        return None
+    if p.name != "ik.reshape":
+        return None
+    y = p.operand(0)
+    if y.type.rank != r + 1:
+        return None
+    ys, vs = y.type.shape, v.type.shape
+    if ys[:axis] != vs[:axis] or ys[axis + 2:] != vs[axis + 1:]:
+        return None
+    h, n = ys[axis], ys[axis + 1]
+    if not isinstance(n, int) or n < 2:
+        return None
+    bp = op_is(y, "ik.broadcast")
+    if bp is None:
+        return None
+    z = bp.operand(0)
+    if z.type.rank != r + 1 or z.type.shape[axis + 1] != 1:
+        return None
+    if any(zd != yd for i, (zd, yd) in enumerate(zip(z.type.shape, ys)) if i != axis + 1):
+        return None
+    zp = op_is(z, "ik.reshape")
+    if zp is not None and zp.operand(0).type.rank == r:
+        src = zp.operand(0)
+        want = tuple(d for i, d in enumerate(z.type.shape) if i != axis + 1)
+        if tuple(src.type.shape) == want:
+            return src, n
+    return None
+
+
+def match_attention(sm: Op) -> AttentionMatch | Fail:
+    """Find the attention around softmax ``sm``, or say why there is none."""
+    x = sm.operand(0)
+    rank = x.type.rank
+    ax = normalize_axis(sm.attrs.get("axis", -1), rank)
+    if rank < 2:
+        return Fail("the softmax input has rank < 2", sm)
+    if ax != rank - 1:
+        return Fail(f"softmax is over axis {ax}, not the key axis {rank - 1}", sm)
+
+    # -- up: P -> (cast) -> matmul(P, V)
+    ops: list[Op] = [sm]
+    p = sm.results[0]
+    while True:
+        users = p.users
+        if len(users) != 1 or len(p.uses) != 1:
+            names = ", ".join(sorted({u.name for u in users})) or "none"
+            return Fail(f"the attention probabilities have {len(p.uses)} uses ({names}), not one P·V matmul",
+                        p.producer)
+        u = users[0]
+        if u.name in ("ik.cast", "ik.dropout") and (u.name == "ik.dropout" or is_float_cast(u)):
+            ops.append(u)
+            p = u.results[0]
+            continue
+        break
+    if u.name != "ik.matmul":
+        return Fail(f"the attention probabilities feed {where(u)}, not a matmul with V", u)
+    if u.operand(0) is not p:
+        return Fail("the attention probabilities are the right operand of the matmul, not P·V", u)
+    pv = u
+    v = pv.operand(1)
+    ops.append(pv)
+
+    # -- down: softmax input -> ... -> matmul(Q, Kᵀ)
+    am = AttentionMatch(sm, pv, q=x, k_src=x, k_perm=(), v_src=v, v_perm=(), rank=rank, scale=1.0, causal=False)
+    pending: list[tuple[str, Value, float]] = []  # additive terms with the factor applied after them
+    factor = 1.0
+    cur = x
+    masked_below_factor = False
+    while True:
+        op = cur.producer
+        if op is None:
+            return Fail("the softmax input is a function argument, not Q·Kᵀ", sm)
+        if cur is not x and len(cur.uses) != 1:
+            return Fail(f"the scores computed by {where(op)} have {len(cur.uses)} uses; fusing would keep "
+                        "them alive", op)
+        ops.append(op)
+        if op.name == "ik.matmul":
+            break
+        if op.name == "ik.contract":
+            return Fail("the scores come from an ik.contract that is not a batched matrix product over the "
+                        "head dim", op)
+        if op.name == "ik.cast":
+            if not is_float_cast(op):
+                return Fail(f"the scores pass through a cast to {op.attrs['to']}", op)
+            cur = op.operand(0)
+            continue
+        if op.name == "ik.dropout":
+            cur = op.operand(0)
+            continue
+        if op.name in ("ik.mul", "ik.div"):
+            a, c = op.operands
+            f = scalar_factor(c, a)
+            if f is None and op.name == "ik.mul":
+                f = scalar_factor(a, c)
+                a, c = c, a
+            if f is None:
+                return Fail(f"the scores are multiplied by a non-scalar tensor ({c.type}) at {where(op)}; "
+                            "only a scalar factor is a scale", op)
+            if op.name == "ik.div":
+                if f == 0:
+                    return Fail("the scores are divided by zero", op)
+                f = 1.0 / f
+            if masked_below_factor is False and pending and f <= 0:
+                return Fail(f"a non-positive factor {f:g} multiplies masked scores", op)
+            factor *= f
+            cur = a
+            continue
+        if op.name == "ik.where":
+            k, a, fill = op.operands
+            fv = float_splat(fill)
+            if not is_mask_fill(fv):
+                fv2 = float_splat(a)
+                if is_mask_fill(fv2):
+                    return Fail("the mask fill is on the then side of the where (canonicalize puts it on the "
+                                "else side)", op)
+                what = f"{fv:g}" if fv is not None else "a non-constant tensor"
+                return Fail(f"the where fills masked scores with {what}, not a mask value (-inf or <= -1e4)", op)
+            if a.type != op.results[0].type:
+                return Fail("the where broadcasts the scores to a larger shape", op)
+            if factor <= 0:
+                return Fail(f"a non-positive factor {factor:g} multiplies masked scores", op)
+            pending.append(("keep", k, factor))
+            cur = a
+            continue
+        if op.name in ("ik.add", "ik.sub"):
+            l, r = op.operands
+            lc, rc = _reaches_contraction(l), _reaches_contraction(r)
+            if op.name == "ik.sub":
+                if not lc or rc:
+                    return Fail("the scores are subtracted from something, not shifted by a bias", op)
+                return Fail("the scores have a tensor subtracted from them, not added as a bias", op)
+            if lc and rc:
+                return Fail(f"both operands of {where(op)} come from a matmul; cannot tell scores from bias", op)
+            if not lc and not rc:
+                return Fail(f"neither operand of {where(op)} comes from Q·Kᵀ", op)
+            term, cur = (r, l) if lc else (l, r)
+            if term.type.shape != op.results[0].type.shape and cur.type != op.results[0].type:
+                return Fail("the additive term broadcasts the scores to a larger shape", op)
+            if factor <= 0:
+                return Fail(f"a non-positive factor {factor:g} multiplies the biased scores", op)
+            pending.append(("add", term, factor))
+            continue
+        return Fail(f"the softmax input comes from {where(op)}, not from Q·Kᵀ through scale, mask, bias or cast",
+                    op)
+    qk = op
+    am.scale = factor
+    if not math.isfinite(factor) or factor == 0:
+        return Fail(f"the scale {factor:g} is not a finite non-zero number", qk)
+    q, kt = qk.operands
+    r = q.type.rank
+    if r != kt.type.rank or r != v.type.rank:
+        return Fail(f"Q, Kᵀ and V have ranks {q.type.rank}, {kt.type.rank}, {v.type.rank}; they must agree", qk)
+    if r > 4:
+        return Fail(f"rank-{r} attention operands (more than one batch dim besides heads) are not supported", qk)
+    if r != rank:
+        return Fail(f"the scores have rank {r} but the softmax rank {rank}", qk)
+
+    # -- Q: its contracted (last) dim must be Q's own innermost dim
+    qp = op_is(q, "ik.transpose")
+    if qp is not None and qp.attrs["perm"][-1] != r - 1:
+        return Fail(f"the scores' first operand is transposed with perm {list(qp.attrs['perm'])}, which moves "
+                    f"dim {qp.attrs['perm'][-1]} into the contraction instead of the head dim", qp)
+    # -- K: Kᵀ must be a transpose that puts K's innermost (head) dim second to last
+    kp = op_is(kt, "ik.transpose")
+    swap = tuple(range(r - 2)) + (r - 1, r - 2)
+    if kp is not None:
+        perm = tuple(kp.attrs["perm"])
+        if perm[-2] != r - 1:
+            return Fail(f"the scores' second operand is transposed with perm {list(perm)}, which is not the key "
+                        f"transpose (it contracts dim {perm[-2]} of the key, not its head dim {r - 1})", kp)
+        am.k_src = kp.operand(0)
+        am.k_perm = tuple(perm[i] for i in swap)
+    else:
+        am.k_src = kt
+        am.k_perm = swap
+        am.notes.append("the key arrives already transposed; a transpose back to [.., S, D] is inserted")
+    vp = op_is(v, "ik.transpose")
+    if vp is not None:
+        am.v_src, am.v_perm = vp.operand(0), tuple(vp.attrs["perm"])
+    else:
+        am.v_src, am.v_perm = v, tuple(range(r))
+    if q.type.dtype != kt.type.dtype or q.type.dtype != v.type.dtype:
+        return Fail(f"Q, K and V have element types {q.type.dtype}, {kt.type.dtype}, {v.type.dtype}", pv)
+    if not q.type.dtype.is_float:
+        return Fail(f"attention on {q.type.dtype} is not fused", qk)
+    am.q = q
+
+    # -- GQA: un-repeat K and V heads (only together, with the same factor)
+    if r == 4:
+        ku = _unrepeat(am.k_src, am.k_perm[1])
+        vu = _unrepeat(am.v_src, am.v_perm[1])
+        if ku is not None and vu is not None and ku[1] == vu[1]:
+            am.k_src, am.v_src = ku[0], vu[0]
+            am.notes.append(f"K and V heads repeated {ku[1]}x are passed un-repeated (grouped-query attention)")
+
+    # -- masks and biases, by value
+    scores_shape = tuple(qk.results[0].type.shape)
+    cl = _Classifier(scores_shape, am)
+    for kind, val, f in pending:
+        if kind == "keep":
+            if not val.type.dtype.is_bool:
+                return Fail("the where condition is not boolean", val.producer)
+            cl.keep(val)
+        else:
+            why = cl.additive(val, f / factor if factor else 1.0)
+            if why:
+                return Fail(why, val.producer)
+    for m in am.masks + am.mask_eqs:
+        if _bcast_fail(m.type.shape, scores_shape):
+            return Fail(f"the mask of shape {list(m.type.shape)} does not broadcast to the scores", m.producer)
+    for bval, _ in am.biases:
+        if _bcast_fail(bval.type.shape, scores_shape):
+            return Fail(f"the bias of shape {list(bval.type.shape)} does not broadcast to the scores",
+                        bval.producer)
+    if am.causal and r < 2:
+        return Fail("causal mask on rank < 2 scores", qk)
+
+    # -- the fused op must give exactly the P·V result type
+    out_shape = _attention_out_shape(am)
+    if out_shape is None or tuple(out_shape) != tuple(pv.results[0].type.shape):
+        return Fail("the attention output shape differs from the P·V result (batch dims broadcast)", pv)
+    am.ops = ops
+    return am
+
+
+def _bcast_fail(shape: tuple, scores: tuple) -> bool:
+    try:
+        return broadcast_shapes(shape, scores) != tuple(scores) and len(shape) <= len(scores)
+    except ValueError:
+        return True
+
+
+def _attention_out_shape(am: AttentionMatch) -> tuple | None:
+    q = am.q.type.shape
+    v = tuple(am.v_src.type.shape[i] for i in am.v_perm)
+    return tuple(q[:-1]) + (v[-1],)
+
+
+class FuseAttentionPattern(Pattern):
+    """Match a softmax and the matmuls around it; rewrite them into ``ik.attention``."""
+
+    name = "fuse-attention"
+    roots = ("ik.softmax",)
+    explain = True
+    benefit = 10
+
+    def __init__(self, notes: list[NearMiss] | None = None):
+        self.notes = notes if notes is not None else []
+
+    def match(self, op: Op) -> Match | Fail:
+        am = match_attention(op)
+        if isinstance(am, Fail):
+            return am
+        return Match(am=am)
+
+    def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
+        am: AttentionMatch = m["am"]
+        pv = am.pv
+        loc = Location.fuse([o.loc for o in reversed(am.ops)])
+        r = am.rank
+        q = am.q
+        k = transposed(rw, pv, am.k_src, am.k_perm)
+        v = transposed(rw, pv, am.v_src, am.v_perm)
+        masks: list[Value] = list(am.masks)
+        for a in am.mask_eqs:
+            zero = const_scalar(rw, pv, 0.0, a.type.dtype)
+            masks.append(mk(rw, pv, "ik.eq", a, zero))
+        mask = None
+        for mv in masks:
+            mask = mv if mask is None else mk(rw, pv, "ik.and", mask, mv)
+        bias = None
+        for bval, f in am.biases:
+            if f != 1.0:
+                bval = mk(rw, pv, "ik.mul", bval, const_scalar(rw, pv, f, bval.type.dtype))
+            bias = bval if bias is None else mk(rw, pv, "ik.add", bias, bval)
+        if r != 4:
+            lead = (1,) * (4 - r)
+            q = mk(rw, pv, "ik.reshape", q, shape=lead + tuple(q.type.shape))
+            k = mk(rw, pv, "ik.reshape", k, shape=lead + tuple(k.type.shape))
+            v = mk(rw, pv, "ik.reshape", v, shape=lead + tuple(v.type.shape))
+        attrs = {"scale": float(am.scale)}
+        if am.causal:
+            attrs["causal"] = True
+        out = rw.create(pv, "ik.attention", [q, k, v, mask, bias], attrs, loc=loc).results[0]
+        if r != 4:
+            out = mk(rw, pv, "ik.reshape", out, shape=pv.results[0].type.shape)
+        rw.replace_op(pv, [out])
+        for n in am.notes:
+            self.notes.append(FusionNote(self.name, out.producer if r == 4 else out.producer.operand(0).producer, n))
+
+
+def fuse_attention_patterns(notes: list[NearMiss] | None = None) -> list[Pattern]:
+    return [FuseAttentionPattern(notes)]
+
+
+def run_fusion(module, ctx: PassContext, patterns: list[Pattern], counter: str, notes: list[NearMiss]) -> bool:
+    """Apply fusion ``patterns``; count applied rewrites under ``counter``; forward explain records."""
+    from irkit.rewrite.numeric_check import rewrite_checker
+
+    changed = False
+    for f in module.functions:
+        rep = RewriteReport()
+        hook = rewrite_checker(ctx) if ctx.check_rewrites else None
+        changed |= apply_patterns(f, patterns, report=rep, explain=ctx.explain, on_rewrite=hook)
+        ctx.absorb(rep)
+        n = sum(rep.stats[p.name].applied for p in patterns if p.name in rep.stats)
+        ctx.count(counter, n)
+    if ctx.explain:
+        ctx.near_misses.extend(notes)
+    return changed
+
+
+@register_pass("fuse-attention")
+@dataclass(frozen=True)
+class FuseAttention(Pass):
+    """Fuse softmax(scale·QKᵀ + bias, mask)·V into one ``ik.attention`` (any layout, GQA, causal).
+
+    before: %s = "ik.matmul"(%q, %kt) ...   %kt = "ik.transpose"(%k) {perm = [0, 1, 3, 2]}
+            %c = "ik.mul"(%s, %scale) ...  %w = "ik.where"(%causal, %c, %ninf) ...
+            %p = "ik.softmax"(%w) {axis = -1} ...
+            %o = "ik.matmul"(%p, %v) ...
+    after:  %o = "ik.attention"(%q, %k, %v) {causal = true, scale = 0.125} ...
+    """
+
+    def run(self, module, ctx: PassContext) -> bool:
+        notes: list[NearMiss] = []
+        return run_fusion(module, ctx, fuse_attention_patterns(notes), "fused-attentions", notes)
+
