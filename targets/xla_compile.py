@@ -327,6 +327,7 @@ def compile_xla(
         XlaUnavailable: the platform cannot be reached here (no libtpu, wrong libtpu, no CUDA
             plugin); the message names the package and version to install.
         ValueError: unknown platform, or a topology that does not fit it.
+        XlaCompileError: XLA (or Mosaic) rejected the program, e.g. a kernel over VMEM.
     """
     import jax
 
@@ -387,7 +388,7 @@ def _lower_and_compile(
 
     # functools.partial objects have no __name__; name the jit after the function they wrap.
     name = getattr(fn, "__name__", None) or getattr(getattr(fn, "func", None), "__name__", "fn")
-    traced.__name__ = traced.__qualname__ = name
+    traced.__name__ = traced.__qualname__ = str(name)
 
     sharding = SingleDeviceSharding(device)
     jitted = jax.jit(traced, in_shardings=(sharding,) * len(specs), out_shardings=sharding)
@@ -397,9 +398,11 @@ def _lower_and_compile(
     try:
         compiled = lowered.compile()
     except RuntimeError as e:  # JaxRuntimeError: the compiler's own diagnosis, kept in full below
-        text = str(e).strip()
-        first = text.splitlines()[0] if text else type(e).__name__
-        raise XlaCompileError(f"{where}: XLA rejected the program: {first}") from e
+        # XLA's diagnosis is a code line ("RESOURCE_EXHAUSTED: E1001: ...") and then the
+        # reason; keep both on one line, the full text stays on the chained exception.
+        lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()][:2]
+        reason = " ".join(lines)[:400] or type(e).__name__
+        raise XlaCompileError(f"{where}: XLA rejected the program: {reason}") from e
     t2 = time.perf_counter()
     return compiled, lowered, t1 - t0, t2 - t1
 
@@ -701,8 +704,8 @@ def ir_scope(op: str, loc: str | None = None, id: str | None = None) -> str:
     ``ik.matmul#3[model.py:42]``. Characters that XLA or JAX would mangle (``@``, ``/``) are
     %-escaped, so a path like ``models/gpt.py:42`` survives; :func:`parse_ir_scopes` undoes it.
     """
-    if not re.fullmatch(r"[A-Za-z_][\w.]*", op):
-        raise ValueError(f"IR op name {op!r} must be a dotted identifier such as 'ik.matmul'")
+    if not re.fullmatch(r"[A-Za-z_]\w*\.[\w.]+", op):
+        raise ValueError(f"IR op name {op!r} must be dialect-qualified, such as 'ik.matmul'")
     out = op
     if id is not None:
         out += "#" + _escape(str(id))
@@ -711,14 +714,17 @@ def ir_scope(op: str, loc: str | None = None, id: str | None = None) -> str:
     return out
 
 
-_SCOPE_RE = re.compile(r"(?:^|/)([A-Za-z_][\w.]*)(?:#([^/\[\]#]*))?\[([^\[\]]*)\](?=/|$)")
+# A dialect-qualified op name (``ik.matmul``): the dot keeps JAX's own names out, which older
+# versions printed with parameters in brackets (``transpose[permutation=(1, 0)]``).
+_SCOPE_RE = re.compile(r"(?:^|/)([A-Za-z_]\w*\.[\w.]+)(?:#([^/\[\]#]*))?\[([^\[\]]*)\](?=/|$)")
 
 
 def parse_ir_scopes(op_name: str) -> tuple[IrScope, ...]:
     """The IR scopes named in an HLO ``op_name`` such as ``jit(f)/ik.matmul[model.py:42]/dot_general``.
 
     Outer scopes come first. Only components written by :func:`ir_scope` with a location
-    are recognised; a scope without ``[...]`` is indistinguishable from JAX's own names.
+    are recognised (a dialect-qualified name followed by ``[...]``); a scope without a
+    location is indistinguishable from other named scopes.
     """
     return tuple(
         IrScope(
