@@ -1,0 +1,249 @@
+"""``irkit list-targets``, ``lower``, ``check`` and ``bisect``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import numpy as np
+
+from irkit.cli import add_pipeline_args, args_for, command, load_inputs, load_plugins, read_input_module
+from irkit.errors import InputError
+
+
+def parse_bindings(text: str | None) -> dict[str, int]:
+    """``B=2,S=128`` -> {"B": 2, "S": 128}."""
+    out: dict[str, int] = {}
+    for part in (text or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        k, sep, v = part.partition("=")
+        if not sep or not k.strip() or not v.strip().isdigit():
+            raise InputError(f"--bind: expected NAME=INT pairs like B=2,S=128, got '{part}'")
+        out[k.strip()] = int(v)
+    return out
+
+
+def _prepare(args: argparse.Namespace) -> Any:
+    from irkit.ir.verify import verify
+    from irkit.passmanager import run_pipeline
+
+    load_plugins(args)
+    m = read_input_module(args.input)
+    verify(m)
+    original = m.clone()
+    if args.pipeline:
+        run_pipeline(m, args.pipeline)
+    return original, m
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("input", help="IR file (.mlir), or - for stdin")
+    add_pipeline_args(p)
+    p.add_argument("--bind", help="values of symbolic dims, e.g. B=1,S=128 (default: the module's examples)")
+
+
+@command("list-targets", "list targets and what each can do on this machine")
+@args_for(lambda p: p.add_argument("--json", action="store_true"))
+def cmd_list_targets(args: argparse.Namespace) -> int:
+    from irkit.targets.registry import list_targets
+
+    rows = []
+    for t in list_targets():
+        av = t.availability()
+        rows.append({"name": t.name, "status": av.label, "reason": av.reason, "summary": t.summary,
+                     "spec": t.spec})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    w = max(len(r["name"]) for r in rows)
+    for r in rows:
+        why = f"  ({r['reason']})" if r["reason"] else ""
+        print(f"{r['name']:<{w}}  {r['status']:<12} {r['summary']}{why}")
+    return 0
+
+
+def _lower_args(p: argparse.ArgumentParser) -> None:
+    _common(p)
+    p.add_argument("--target", required=True)
+    p.add_argument("-o", "--output", required=True, help="folder for the artifact files and manifest.json")
+
+
+@command("lower", "compile an IR file for a target and write what its compiler produced")
+@args_for(_lower_args)
+def cmd_lower(args: argparse.Namespace) -> int:
+    from irkit.fileio import atomic_write
+    from irkit.interp import default_bindings
+    from irkit.targets.registry import get_target
+    from irkit.text.printer import Printer
+
+    _, m = _prepare(args)
+    t = get_target(args.target)
+    b = default_bindings(m.entry, parse_bindings(args.bind))
+    art = t.lower(m, b)
+    d = art.write(args.output)
+    atomic_write(d / "module.mlir", Printer(inline_resources=True).module(m))
+    print(f"{t.name}: {len(art.kernels)} kernels, compiled in {art.compile_seconds:.3f} s -> {d}")
+    for name in sorted(art.files):
+        print(f"  {d / name}")
+    print(f"  {d / 'manifest.json'}")
+    return 0
+
+
+def _check_args(p: argparse.ArgumentParser) -> None:
+    _common(p)
+    p.add_argument("--targets", required=True, help="comma-separated target names")
+    p.add_argument("--inputs", help=".npz inputs (missing ones drawn at random)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="print a JSON report")
+
+
+def check_targets(original: Any, m: Any, targets: list[str], xs: list[np.ndarray]) -> dict[str, Any]:
+    """Each target's outputs vs the float64 interpreter on the original module."""
+    from irkit.check import compare_all, module_tolerance
+    from irkit.interp import bind_symbols, run
+    from irkit.targets.registry import get_target
+
+    oracle = run(original, xs, float64=True)
+    b = bind_symbols(m.entry, xs)
+    report: dict[str, Any] = {}
+    for name in targets:
+        t = get_target(name)
+        av = t.availability()
+        entry: dict[str, Any] = {"status": av.label}
+        if not av.can_compile:
+            entry.update(ok=False, ran=False, reason=av.reason)
+            report[name] = entry
+            continue
+        try:
+            art = t.lower(m, b)
+        except Exception as e:  # noqa: BLE001 - reported per target, the others still run
+            entry.update(ok=False, ran=False, reason=f"lowering failed: {e}")
+            report[name] = entry
+            continue
+        entry["compile_seconds"] = art.compile_seconds
+        entry["kernels"] = len(art.kernels)
+        if not av.can_run:
+            entry.update(ok=True, ran=False, reason=f"compiled only: {av.reason}")
+            report[name] = entry
+            continue
+        got = t.run(art, xs)
+        rep = compare_all(got, oracle, module_tolerance(m))
+        entry.update(ok=rep.ok, ran=True, max_abs=rep.max_abs, max_rel=rep.max_rel,
+                     outputs=[{"name": c.name, "ok": c.ok, "max_abs": c.max_abs, "max_rel": c.max_rel,
+                               "rtol": c.tol.rtol, "atol": c.tol.atol} for c in rep.comparisons])
+        report[name] = entry
+    return report
+
+
+@command("check", "compare each target's outputs with the float64 interpreter")
+@args_for(_check_args)
+def cmd_check(args: argparse.Namespace) -> int:
+    original, m = _prepare(args)
+    xs = load_inputs(args.inputs, m.entry, args.seed)
+    names = [t.strip() for t in args.targets.split(",") if t.strip()]
+    report = check_targets(original, m, names, xs)
+    if args.json:
+        print(json.dumps({"targets": report}, indent=2, default=float))
+    else:
+        for name, e in report.items():
+            if e.get("ran"):
+                print(f"{name:14} {'OK  ' if e['ok'] else 'FAIL'} max_abs={e['max_abs']:.3g} max_rel={e['max_rel']:.3g}")
+            else:
+                print(f"{name:14} {'OK  ' if e['ok'] else 'FAIL'} {e.get('reason', '')}")
+    return 0 if all(e["ok"] for e in report.values()) else 1
+
+
+def _bisect_args(p: argparse.ArgumentParser) -> None:
+    _common(p)
+    p.add_argument("--target", required=True)
+    p.add_argument("--inputs")
+    p.add_argument("--seed", type=int, default=0)
+
+
+def first_bad_op(m: Any, target: Any, xs: list[np.ndarray]) -> dict[str, Any] | None:
+    """Run ``m`` on the target with every intermediate value as an output; the first op
+    whose value leaves tolerance against the float64 interpreter, and its kernel."""
+    from irkit.check import compare, module_tolerance
+    from irkit.interp import bind_symbols, run
+    from irkit.ir.builder import Builder
+    from irkit.targets.base import op_ids
+
+    probe = m.clone()
+    fn = probe.entry
+    ret = fn.body.terminator
+    ids = op_ids(probe)
+    watched = [op for op in fn.body if op.name not in ("func.return", "ik.constant") and op.results]
+    values = [r for op in watched for r in op.results]
+    b = Builder.before_op(ret)
+    b.ret(*fn.outputs, *values)
+    fn.body.erase(ret)
+    art = target.lower(probe, bind_symbols(fn, xs))
+    got = target.run(art, xs)[len(m.entry.outputs):]
+    want = run(probe, xs, float64=True)[len(m.entry.outputs):]
+    tol = module_tolerance(probe)
+    k = 0
+    for op in watched:
+        for r in op.results:
+            c = compare(got[k], want[k], tol, ids[id(op)])
+            k += 1
+            if not c.ok:
+                kernel = next((kn.name for kn in art.kernels if ids[id(op)] in kn.ir_ops), None)
+                return {"op": ids[id(op)], "loc": op.loc.short(), "kernel": kernel, "max_abs": c.max_abs,
+                        "max_rel": c.max_rel}
+    return None
+
+
+@command("bisect", "find the first pass, then the first kernel, after which a target leaves tolerance")
+@args_for(_bisect_args)
+def cmd_bisect(args: argparse.Namespace) -> int:
+    from irkit.check import compare_all, module_tolerance
+    from irkit.interp import bind_symbols, run
+    from irkit.ir.verify import verify
+    from irkit.passmanager import PassContext, parse_pipeline
+    from irkit.targets.registry import get_target
+
+    load_plugins(args)
+    m = read_input_module(args.input)
+    verify(m)
+    t = get_target(args.target)
+    if not t.availability().can_run:
+        raise InputError(f"bisect needs a target that runs here; '{t.name}': {t.availability().reason}")
+    xs = load_inputs(args.inputs, m.entry, args.seed)
+    oracle = run(m, xs, float64=True)
+    passes = parse_pipeline(args.pipeline)
+    ctx = PassContext()
+
+    def on_target(mod: Any) -> Any:
+        return compare_all(t.run(t.lower(mod, bind_symbols(mod.entry, xs)), xs), oracle, module_tolerance(mod))
+
+    rep = on_target(m)
+    if not rep.ok:
+        print(f"{t.name} already leaves tolerance before any pass: {rep.first_failure().describe()}")  # type: ignore[union-attr]
+        bad = first_bad_op(m, t, xs)
+        if bad:
+            print(f"first bad kernel: {bad['kernel'] or '?'} (op {bad['op']} at {bad['loc']}, "
+                  f"max_abs={bad['max_abs']:.3g})")
+        return 1
+    for p in passes:
+        p.run(m, ctx)
+        verify(m)
+        rep = on_target(m)
+        status = "ok" if rep.ok else "LEAVES TOLERANCE"
+        print(f"after {p.pipeline_text():30} {t.name}: {status} max_abs={rep.max_abs:.3g}")
+        if not rep.ok:
+            bad = first_bad_op(m, t, xs)
+            print(f"first bad pass: {p.pipeline_text()}")
+            if bad:
+                print(f"first bad kernel: {bad['kernel'] or '?'} (op {bad['op']} at {bad['loc']}, "
+                      f"max_abs={bad['max_abs']:.3g}, max_rel={bad['max_rel']:.3g})")
+            return 1
+    print(f"{t.name} stays within tolerance after every pass")
+    return 0
+
+
+__all__ = ["parse_bindings", "check_targets", "first_bad_op"]
+

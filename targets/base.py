@@ -1,0 +1,163 @@
+"""The target contract: lower, run, estimate; artifacts with provenance.
+
+Design note: a target is a hardware description (``targets/specs/*.toml``)
+plus three abilities.  ``lower(module, bindings)`` compiles the IR for concrete
+values of its symbolic dims and returns an :class:`Artifact` — everything the
+target's compiler produced, kept as named text files (CUDA source, PTX, LLVM
+IR, StableHLO, optimised HLO), a list of kernels each traced back to the IR ops
+and source locations it came from, and the measured compile time.  ``run``
+executes an artifact where this machine can; ``availability`` says whether it
+can, and why not.  ``estimate`` is the analytic cost from the hardware
+description (see :mod:`irkit.targets.estimate`).
+
+Targets never import frontends; a target module registers itself with
+``@register_target("name")``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Mapping, Sequence
+
+import numpy as np
+
+from irkit.errors import IrkitError
+from irkit.ir.core import Module, Op
+
+
+class TargetUnavailable(IrkitError):
+    """The target cannot do this here (no GPU, missing package); the message says why."""
+
+
+@dataclass(frozen=True)
+class Availability:
+    """What a target can do on this machine."""
+
+    can_compile: bool
+    can_run: bool
+    reason: str = ""
+
+    @property
+    def label(self) -> str:
+        if self.can_run:
+            return "run"
+        if self.can_compile:
+            return "compile only"
+        return "unavailable"
+
+
+@dataclass
+class Kernel:
+    """One compiled kernel and where it came from."""
+
+    name: str
+    kind: str = ""
+    ir_ops: list[str] = field(default_factory=list)
+    """IR ops it implements, as ``ik.name#N`` (N = the op's position in the function)."""
+    locations: list[str] = field(default_factory=list)
+    """Source locations of those ops (file:line or node names)."""
+    file: str | None = None
+    """The artifact file holding its code."""
+    flops: float | None = None
+    bytes: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Artifact:
+    """What a target's compiler produced for one module and one set of dim values."""
+
+    target: str
+    files: dict[str, str | bytes] = field(default_factory=dict)
+    kernels: list[Kernel] = field(default_factory=list)
+    compile_seconds: float = 0.0
+    bindings: dict[str, int] = field(default_factory=dict)
+    input_shapes: list[tuple[int, ...]] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)
+    runner: Callable[[Sequence[np.ndarray]], list[np.ndarray]] | None = None
+
+    def manifest(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "compile_seconds": self.compile_seconds,
+            "bindings": self.bindings,
+            "input_shapes": [list(s) for s in self.input_shapes],
+            "files": {k: len(v) for k, v in sorted(self.files.items())},
+            "kernels": [asdict(k) for k in self.kernels],
+            "info": self.info,
+        }
+
+    def write(self, folder: str | Path) -> Path:
+        """Write every file and ``manifest.json`` into ``folder`` (each atomically)."""
+        from irkit.fileio import atomic_write
+
+        d = Path(folder)
+        d.mkdir(parents=True, exist_ok=True)
+        for name, content in sorted(self.files.items()):
+            atomic_write(d / name, content)
+        atomic_write(d / "manifest.json", json.dumps(self.manifest(), indent=2, default=str) + "\n")
+        return d
+
+
+def op_ids(module: Module) -> dict[int, str]:
+    """``id(op) -> "ik.name#N"``: N numbers ops of the entry function in order (regions included)."""
+    out: dict[int, str] = {}
+    for i, op in enumerate(module.entry.walk()):
+        out[id(op)] = f"{op.name}#{i}"
+    return out
+
+
+def provenance(ops: Sequence[Op], ids: Mapping[int, str]) -> tuple[list[str], list[str]]:
+    """IR op ids and source locations for a kernel made of ``ops``."""
+    names = [ids.get(id(o), o.name) for o in ops]
+    locs: list[str] = []
+    for o in ops:
+        for leaf in o.loc.leaves():
+            s = leaf.short()
+            if s not in locs:
+                locs.append(s)
+    return names, locs
+
+
+class Target:
+    """Base class of targets."""
+
+    name: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
+    spec: ClassVar[str | None] = None
+    """Name of the hardware description in targets/specs used for estimates."""
+
+    def availability(self) -> Availability:
+        return Availability(True, True)
+
+    def lower(self, module: Module, bindings: Mapping[str, int] | None = None) -> Artifact:
+        raise NotImplementedError
+
+    def run(self, artifact: Artifact, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        if artifact.runner is None:
+            av = self.availability()
+            raise TargetUnavailable(f"target '{self.name}' cannot run here: {av.reason or 'compile-only target'}")
+        shapes = [tuple(np.shape(x)) for x in inputs]
+        if artifact.input_shapes and shapes != [tuple(s) for s in artifact.input_shapes]:
+            raise TargetUnavailable(f"target '{self.name}': artifact was compiled for input shapes "
+                                    f"{artifact.input_shapes}, got {shapes}; lower again for these shapes")
+        return [np.asarray(o) for o in artifact.runner(list(inputs))]
+
+    def run_module(self, module: Module, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Lower for the shapes of ``inputs`` and run."""
+        from irkit.interp import bind_symbols
+
+        b = bind_symbols(module.entry, [np.asarray(x) for x in inputs])
+        return self.run(self.lower(module, b), inputs)
+
+
+def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    t0 = time.perf_counter()
+    r = fn()
+    return r, time.perf_counter() - t0
+
+
+__all__ = ["Target", "Artifact", "Kernel", "Availability", "TargetUnavailable", "op_ids", "provenance", "timed"]
