@@ -130,8 +130,15 @@ class Target:
     spec: ClassVar[str | None] = None
     """Name of the hardware description in targets/specs used for estimates."""
 
+    unsupported_ops: ClassVar[frozenset[str]] = frozenset()
+    """Registry ops this target cannot lower (for `irkit coverage`)."""
+
     def availability(self) -> Availability:
         return Availability(True, True)
+
+    def supports(self, op_name: str) -> bool:
+        """Whether this target lowers op ``op_name``."""
+        return op_name not in self.unsupported_ops
 
     def lower(self, module: Module, bindings: Mapping[str, int] | None = None) -> Artifact:
         raise NotImplementedError

@@ -1,0 +1,152 @@
+"""``irkit import`` and ``irkit coverage``."""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from irkit.cli import args_for, command, write_output_module
+from irkit.errors import InputError
+
+
+def _dynamic(items: list[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for it in items:
+        k, sep, v = it.partition("=")
+        if not sep or not k or not v.isdigit():
+            raise InputError(f"--dynamic: expected NAME=AXIS like S=1, got '{it}'")
+        out[k] = int(v)
+    return out
+
+
+def _import_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("source", help=".pt2, .onnx, StableHLO/HLO text, or FILE.py:FACTORY")
+    p.add_argument("-o", "--output", required=True, help="output IR file (.mlir; weights go to .safetensors beside it)")
+    p.add_argument("--format", choices=["torch", "onnx", "jax", "stablehlo", "hlo"])
+    p.add_argument("--dynamic", action="append", default=[], metavar="NAME=AXIS",
+                   help="make AXIS of every input a symbolic dim NAME (factories only; repeatable)")
+    p.add_argument("--name", default="main", help="name of the entry function")
+
+
+@command("import", "import a model from torch.export, ONNX or JAX into irkit IR")
+@args_for(_import_args)
+def cmd_import(args: argparse.Namespace) -> int:
+    from irkit.frontends import import_source
+    from irkit.ir.verify import verify
+
+    m = import_source(args.source, args.format, _dynamic(args.dynamic), args.name)
+    verify(m)
+    write_output_module(m, args.output)
+    ops = Counter(op.name for op in m.walk())
+    top = ", ".join(f"{n} x{c}" for n, c in ops.most_common(6))
+    if args.output != "-":
+        print(f"{args.source}: {sum(ops.values())} ops ({top}) -> {args.output}")
+    return 0
+
+
+def source_ops(source: str, fmt: str | None) -> tuple[str, Counter[str]]:
+    """The frontend name and the source-level op counts of ``source``."""
+    from irkit.frontends import guess_format
+
+    fmt = fmt or guess_format(source)
+    if fmt == "onnx":
+        import onnx
+
+        try:
+            model = onnx.load(source, load_external_data=False)
+        except Exception as e:  # noqa: BLE001 - a broken file is reported by import; here one line
+            raise InputError(f"{source}: not a readable ONNX model ({e})") from None
+        return "onnx", Counter(n.op_type if not n.domain else f"{n.domain}.{n.op_type}" for n in model.graph.node)
+    if fmt in ("torch", "factory"):
+        from irkit.frontends.torch_export import is_torch_factory_result, load_factory_spec, op_key
+
+        if fmt == "factory":
+            result, _ = load_factory_spec(source)
+            if is_torch_factory_result(result):
+                import torch
+
+                dyn = result[2] if len(result) == 3 else None
+                ep = torch.export.export(result[0], tuple(result[1]), dynamic_shapes=dyn)
+            else:
+                import jax
+
+                jaxpr = jax.make_jaxpr(result[0])(*result[1])
+                return "jax", _jaxpr_prims(jaxpr.jaxpr)
+        else:
+            raise InputError(f"{source}: coverage reads ONNX files and FILE.py:FACTORY sources; for a .pt2, "
+                             "name the factory that exported it")
+        return "torch", Counter(op_key(n.target) for n in ep.graph.nodes if n.op == "call_function")
+    raise InputError(f"{source}: coverage supports ONNX files and FILE.py:FACTORY sources")
+
+
+def _jaxpr_prims(jaxpr: Any) -> Counter[str]:
+    c: Counter[str] = Counter()
+    for eqn in jaxpr.eqns:
+        c[eqn.primitive.name] += 1
+        for v in eqn.params.values():
+            inner = getattr(v, "jaxpr", None)
+            if inner is not None:
+                c.update(_jaxpr_prims(getattr(inner, "jaxpr", inner)))
+    return c
+
+
+def frontend_supported(frontend: str) -> set[str] | None:
+    try:
+        if frontend == "onnx":
+            from irkit.frontends.onnx_ops import supported_ops
+        elif frontend == "torch":
+            from irkit.frontends.torch_export import supported_ops
+        else:
+            from irkit.frontends.jax import supported_ops  # type: ignore[attr-defined,no-redef]
+    except ImportError:
+        return None
+    return set(supported_ops())
+
+
+def _coverage_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("source", help=".onnx or FILE.py:FACTORY")
+    p.add_argument("--format", choices=["torch", "onnx", "jax"])
+
+
+@command("coverage", "which of a model's ops each frontend and each target supports")
+@args_for(_coverage_args)
+def cmd_coverage(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from irkit.frontends import import_source
+    from irkit.frontends.common import UnsupportedOpsError
+    from irkit.targets.registry import list_targets
+
+    frontend, ops = source_ops(args.source, args.format)
+    sup = frontend_supported(frontend)
+    import sys
+
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    t1 = Table(title=f"{Path(args.source).name}: source ops ({frontend} frontend)")
+    t1.add_column("op")
+    t1.add_column("count", justify="right")
+    t1.add_column(f"{frontend} frontend")
+    for name, n in sorted(ops.items()):
+        packet = ".".join(name.split(".")[:2])
+        ok = "?" if sup is None else ("yes" if name in sup or packet in sup or name.split(".")[-1] in sup else "NO")
+        t1.add_row(name, str(n), ok)
+    console.print(t1)
+    try:
+        m = import_source(args.source, args.format)
+    except UnsupportedOpsError as e:
+        console.print(f"import fails: {e}")
+        return 1
+    ir_ops = Counter(op.name for op in m.walk() if op.name not in ("func.return", "ik.yield"))
+    targets = list_targets()
+    t2 = Table(title="IR ops after import, by target")
+    t2.add_column("IR op")
+    t2.add_column("count", justify="right")
+    for t in targets:
+        t2.add_column(t.name)
+    for name, n in sorted(ir_ops.items()):
+        t2.add_row(name, str(n), *("yes" if t.supports(name) else "NO" for t in targets))
+    console.print(t2)
+    return 0
