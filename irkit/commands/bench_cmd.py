@@ -1,0 +1,343 @@
+"""``irkit bench``, ``irkit compare`` and ``irkit show``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from irkit.cli import add_pipeline_args, args_for, command, load_plugins, read_input_module
+from irkit.errors import InputError
+
+
+def _ints(text: str | None) -> list[int]:
+    if not text:
+        return []
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise InputError(f"expected comma-separated integers, got '{text}'") from None
+
+
+def _prepare(args: argparse.Namespace) -> Any:
+    from irkit.ir.verify import verify
+    from irkit.passmanager import run_pipeline
+
+    load_plugins(args)
+    m = read_input_module(args.input)
+    verify(m)
+    if args.pipeline:
+        run_pipeline(m, args.pipeline)
+    return m
+
+
+def _symbols(m: Any) -> set[str]:
+    out: set[str] = set()
+    for a in m.entry.args:
+        out |= a.type.symbols
+    return out
+
+
+def _bench_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("input", help="IR file (.mlir)")
+    add_pipeline_args(p)
+    p.add_argument("--targets", required=True)
+    p.add_argument("--batch", default="", help="values of the batch symbol B, e.g. 1,8")
+    p.add_argument("--seq", default="", help="values of the sequence symbol S, e.g. 128,512")
+    p.add_argument("--bind", help="other symbolic dims, e.g. T=16")
+    p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--price", help="dollars per hour per target or spec: tpu-v5e=1.2,h200=3.5 or a TOML file")
+    p.add_argument("--json", dest="json_out", metavar="FILE")
+    p.add_argument("--csv", dest="csv_out", metavar="FILE")
+    p.add_argument("--markdown", dest="md_out", metavar="FILE")
+    p.add_argument("--plot", metavar="DIR", help="write PNG plots here")
+
+
+@command("bench", "latency, throughput, compile time and cost per target and shape")
+@args_for(_bench_args)
+def cmd_bench(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from irkit.bench import (BenchRow, KernelPoint, break_even, measure, parse_prices, peak_live_bytes,
+                             plot_all, price_for, rows_csv, rows_json, rows_markdown)
+    from irkit.commands.targets_cmd import parse_bindings
+    from irkit.fileio import atomic_write
+    from irkit.interp import default_bindings, random_inputs
+    from irkit.ir.ops import op_cost
+    from irkit.targets.estimate import estimate, peak_for
+    from irkit.targets.hwspec import load_spec
+    from irkit.targets.registry import get_target
+
+    m = _prepare(args)
+    fn = m.entry
+    syms = _symbols(m)
+    batches, seqs = _ints(args.batch), _ints(args.seq)
+    for name, vals in (("B", batches), ("S", seqs)):
+        if vals and name not in syms:
+            raise InputError(f"--{'batch' if name == 'B' else 'seq'} sets the symbolic dim '{name}', but the "
+                             f"module's inputs have {sorted(syms) or 'no symbolic dims'}")
+    extra = parse_bindings(args.bind)
+    base = default_bindings(fn, extra)
+    shapes = [(b, s) for b in (batches or [base.get("B", 1)]) for s in (seqs or [base.get("S", 0)])]
+    prices = parse_prices(args.price)
+    targets = [get_target(t.strip()) for t in args.targets.split(",") if t.strip()]
+    rows: list[BenchRow] = []
+    points: list[KernelPoint] = []
+    peaks: dict[str, tuple[float, float]] = {}
+    console = Console(stderr=True)
+    interrupted = False
+    try:
+        with Progress(console=console, transient=True) as prog:
+            task = prog.add_task("benchmarking", total=len(shapes) * len(targets))
+            for b, s in shapes:
+                bind = dict(base)
+                if "B" in syms:
+                    bind["B"] = b
+                if "S" in syms:
+                    bind["S"] = s
+                xs = random_inputs(fn, args.seed, bind)
+                flops = sum(op_cost(op, bind).flops for op in fn.body if op.name != "func.return")
+                live = peak_live_bytes(m, bind)
+                for t in targets:
+                    prog.update(task, description=f"{t.name} B={b} S={s}")
+                    row = BenchRow(t.name, b, s, False, None, None, flops=flops, peak_live_bytes=live)
+                    av = t.availability()
+                    est = None
+                    if t.spec:
+                        try:
+                            est = estimate(m, t.spec, bind)
+                            row.estimated_seconds = est.seconds
+                            hw = load_spec(t.spec)
+                            peaks[t.name] = (peak_for(m, hw), hw.bandwidth_bytes_per_s or 1e12)
+                            points.extend(KernelPoint(t.name, o.op, o.flops, o.bytes, o.seconds) for o in est.ops)
+                        except Exception as e:  # noqa: BLE001 - an estimate failure is reported, not fatal
+                            row.note = f"estimate failed: {e}"
+                    if av.can_compile:
+                        try:
+                            t0 = time.perf_counter()
+                            art = t.lower(m, bind)
+                            row.compile_seconds = art.compile_seconds or (time.perf_counter() - t0)
+                        except Exception as e:  # noqa: BLE001
+                            row.status, row.note = "lowering failed", str(e).splitlines()[0][:200]
+                            rows.append(row)
+                            prog.advance(task)
+                            continue
+                        if av.can_run:
+                            tm = measure(lambda: t.run(art, xs), warmup=args.warmup, repeats=args.repeats)
+                            row.measured = True
+                            row.latency_median = tm.median
+                            row.latency_p90, row.latency_p99 = tm.percentile(90), tm.percentile(99)
+                            row.spread = tm.spread
+                    if not row.measured and est is not None:
+                        row.latency_median = est.seconds
+                        row.note = row.note or ("estimated: " + (av.reason or "compile only"))
+                    if row.latency_median:
+                        row.throughput = b / row.latency_median
+                        row.achieved_flops = flops / row.latency_median
+                        if row.measured and row.estimated_seconds:
+                            row.roofline_fraction = row.estimated_seconds / row.latency_median
+                        pr = price_for(t.name, t.spec, prices)
+                        if pr is not None:
+                            row.cost_per_million = pr / 3600.0 * row.latency_median / b * 1e6
+                    rows.append(row)
+                    prog.advance(task)
+    except KeyboardInterrupt:
+        interrupted = True
+        console.print("interrupted: writing the results measured so far")
+    from rich.table import Table
+
+    tab = Table(title="irkit bench" + (" (partial)" if interrupted else ""))
+    for c in ("target", "B", "S", "kind", "compile s", "median ms", "p90", "p99", "spread", "seq/s", "GFLOP/s",
+              "of roofline", "$/1M"):
+        tab.add_column(c)
+    for r in rows:
+        def f(x: float | None, k: float = 1.0, fmt: str = ".3g") -> str:
+            return "-" if x is None else format(x * k, fmt)
+        tab.add_row(r.target, str(r.batch), str(r.seq), "measured" if r.measured else "estimated",
+                    f(r.compile_seconds), f(r.latency_median, 1e3), f(r.latency_p90, 1e3), f(r.latency_p99, 1e3),
+                    f(r.spread, 100, ".0f"), f(r.throughput), f(r.achieved_flops, 1e-9),
+                    f(r.roofline_fraction, 100, ".1f"), f(r.cost_per_million, 1, ".4g"))
+    Console(width=None if sys.stdout.isatty() else 200).print(tab)
+    be = break_even(rows)
+    for e in be:
+        print(f"B={e['batch']} S={e['seq']}: {e['faster']} compiles slower than {e['slower']} but wins after "
+              f"{e['inferences_to_break_even']} inferences")
+    extra_out = {"break_even": be, "interrupted": interrupted, "prices_per_hour": prices}
+    if args.json_out:
+        atomic_write(args.json_out, rows_json(rows, extra_out))
+    if args.csv_out:
+        atomic_write(args.csv_out, rows_csv(rows))
+    if args.md_out:
+        atomic_write(args.md_out, rows_markdown(rows))
+    if args.plot:
+        for p in plot_all(rows, points, peaks, args.plot):
+            print(f"plot: {p}")
+    return 130 if interrupted else 0
+
+
+def _compare_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("input", help="IR file (.mlir)")
+    add_pipeline_args(p)
+    p.add_argument("--targets", required=True)
+    p.add_argument("--bind", help="values of symbolic dims, e.g. B=1,S=128")
+    p.add_argument("--artifacts", default="out/compare", help="folder for each target's `irkit lower` output")
+    p.add_argument("--markdown", dest="md_out", metavar="FILE")
+    p.add_argument("--seed", type=int, default=0)
+
+
+_HEAVY = ("ik.matmul", "ik.contract", "ik.attention", "ik.fused", "ik.conv2d", "ik.softmax", "ik.layer_norm",
+          "ik.rms_norm", "ik.gelu", "ik.silu", "ik.gather")
+
+
+def _measured_op_times(t: Any, art: Any, m: Any, xs: list[np.ndarray]) -> dict[str, float]:
+    """Per-IR-op seconds where the target can say: the interpreter op by op, ORT's profiler."""
+    from irkit.targets.base import op_ids
+
+    ids = op_ids(m)
+    if t.name == "reference":
+        from irkit.interp import Interpreter, bind_symbols
+
+        it = Interpreter()
+        b = bind_symbols(m.entry, xs)
+        env: dict[int, np.ndarray] = {id(a): x for a, x in zip(m.entry.args, xs)}
+        out: dict[str, float] = {}
+        for op in m.entry.body:
+            if op.name == "func.return":
+                break
+            t0 = time.perf_counter()
+            res = it._op(op, [env[id(v)] for v in op.operands], b)
+            out[ids[id(op)]] = time.perf_counter() - t0
+            for r, y in zip(op.results, res):
+                env[id(r)] = y
+        return out
+    if t.name == "ort":
+        import json
+
+        import onnxruntime as ort
+
+        so = ort.SessionOptions()
+        so.enable_profiling = True
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        sess = ort.InferenceSession(art.files["model.onnx"], so, providers=["CPUExecutionProvider"])
+        feeds = {i.name: np.asarray(x).astype(np.float32) if np.asarray(x).dtype.name == "bfloat16" else np.asarray(x)
+                 for i, x in zip(sess.get_inputs(), xs)}
+        for _ in range(3):
+            sess.run(None, feeds)
+        prof = sess.end_profiling()
+        events = json.loads(Path(prof).read_text())
+        Path(prof).unlink(missing_ok=True)
+        node_to_ops = {k.name: k.ir_ops for k in art.kernels}
+        out = {}
+        for e in events:
+            if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time"):
+                node = e["name"][: -len("_kernel_time")]
+                for op_id in node_to_ops.get(node, []):
+                    out[op_id] = out.get(op_id, 0.0) + e.get("dur", 0) * 1e-6 / 3
+        return out
+    return {}
+
+
+@command("compare", "the same model side by side: each fused region's kernel on each target")
+@args_for(_compare_args)
+def cmd_compare(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from irkit.commands.targets_cmd import parse_bindings
+    from irkit.fileio import atomic_write
+    from irkit.interp import default_bindings, random_inputs
+    from irkit.targets.base import op_ids
+    from irkit.targets.estimate import estimate
+    from irkit.targets.registry import get_target
+    from irkit.text.printer import Printer
+
+    m = _prepare(args)
+    b = default_bindings(m.entry, parse_bindings(args.bind))
+    xs = random_inputs(m.entry, args.seed, b)
+    ids = op_ids(m)
+    heavy = [op for op in m.entry.body if op.name in _HEAVY]
+    targets = [get_target(t.strip()) for t in args.targets.split(",") if t.strip()]
+    per_target: dict[str, dict[str, Any]] = {}
+    root = Path(args.artifacts)
+    for t in targets:
+        info: dict[str, Any] = {"kernels": {}, "est": {}, "meas": {}, "dir": None, "error": None}
+        av = t.availability()
+        if t.spec:
+            try:
+                info["est"] = {o.op: o for o in estimate(m, t.spec, b).ops}
+            except Exception as e:  # noqa: BLE001
+                info["error"] = f"estimate: {e}"
+        if av.can_compile:
+            try:
+                art = t.lower(m, b)
+                d = art.write(root / t.name)
+                atomic_write(d / "module.mlir", Printer().module(m))
+                info["dir"] = d
+                for k in art.kernels:
+                    for o in k.ir_ops:
+                        info["kernels"].setdefault(o, k)
+                if av.can_run:
+                    info["meas"] = _measured_op_times(t, art, m, xs)
+            except Exception as e:  # noqa: BLE001
+                info["error"] = f"lowering: {str(e).splitlines()[0][:160]}"
+        per_target[t.name] = info
+    tab = Table(title=f"irkit compare ({', '.join(t.name for t in targets)}), dims {b}")
+    tab.add_column("IR op")
+    tab.add_column("loc")
+    for t in targets:
+        tab.add_column(t.name)
+    md = ["| IR op | loc | " + " | ".join(t.name for t in targets) + " |", "|---|---|" + "---|" * len(targets)]
+    for op in heavy:
+        oid = ids[id(op)]
+        cells = []
+        for t in targets:
+            info = per_target[t.name]
+            k = info["kernels"].get(oid)
+            est = info["est"].get(oid)
+            meas = info["meas"].get(oid)
+            if meas is not None:
+                time_s = f"{meas * 1e6:.1f} µs measured"
+            elif est is not None:
+                time_s = f"{est.seconds * 1e6:.2f} µs estimated"
+            else:
+                time_s = "-"
+            parts = [k.name if k else "(no kernel)", time_s]
+            if est is not None:
+                parts.append(f"{est.flops / 1e6:.2f} MFLOP, {est.bytes / 1e6:.3f} MB, {est.bound}")
+            if k is not None and k.file and info["dir"] is not None:
+                parts.append(str(Path(info["dir"]) / k.file))
+            cells.append("\n".join(parts))
+        tab.add_row(oid, op.loc.short()[:40], *cells)
+        md.append(f"| {oid} | {op.loc.short()} | " + " | ".join(c.replace("\n", "<br>") for c in cells) + " |")
+    Console(width=None if sys.stdout.isatty() else 220).print(tab)
+    for name, info in per_target.items():
+        if info["error"]:
+            print(f"{name}: {info['error']}")
+    if args.md_out:
+        atomic_write(args.md_out, "\n".join(md) + "\n")
+    return 0
+
+
+def _show_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("input", help="IR file (.mlir)")
+    add_pipeline_args(p)
+    p.add_argument("-o", "--output", default="graph.svg", help="graph.svg, graph.png or graph.dot")
+    p.add_argument("--max-ops", type=int, default=400, help="refuse to draw larger graphs (they are unreadable)")
+
+
+@command("show", "draw the graph with fused regions grouped and coloured")
+@args_for(_show_args)
+def cmd_show(args: argparse.Namespace) -> int:
+    from irkit.show import render
+
+    m = _prepare(args)
+    path = render(m, args.output, max_ops=args.max_ops)
+    print(f"wrote {path}")
+    return 0

@@ -1,0 +1,86 @@
+"""estimate, bench, compare and show from the command line, on the synthetic GPT-2 block."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from irkit.cli import main
+from irkit.testing.blocks import gpt2_style_module
+from irkit.text import write_module
+
+
+@pytest.fixture(scope="module")
+def block(tmp_path_factory) -> Path:
+    p = tmp_path_factory.mktemp("rep") / "g.mlir"
+    write_module(gpt2_style_module(layers=1), str(p))
+    return p
+
+
+def test_estimate_json_and_user_spec(block: Path, tmp_path: Path, capsys) -> None:
+    assert main(["estimate", str(block), "--target", "tpu-v5e", "--bind", "B=2,S=128", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert {"op", "loc", "flops", "bytes", "cycles", "seconds", "bound", "utilization"} <= set(d["ops"][0])
+    assert d["total"]["flops"] > 0 and d["total"]["seconds"] > 0
+    spec = tmp_path / "mine.toml"
+    spec.write_text('name = "tiny-array"\nkind = "systolic"\n[systolic]\nrows = 32\ncols = 32\ndataflow = "ws"\n'
+                    'arrays = 1\nclock_ghz = 1.0\nweight_double_buffer = false\n[memory]\nhbm_gbps = 100\n')
+    assert main(["estimate", str(block), "--target-spec", str(spec), "--bind", "B=2,S=128", "--json"]) == 0
+    mine = json.loads(capsys.readouterr().out)
+    assert mine["total"]["seconds"] > d["total"]["seconds"]  # a 32x32 array is slower than a v5e
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "x"\nkind = "systolic"\n[systolic]\nrows = "many"\n')
+    assert main(["estimate", str(block), "--target-spec", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert "bad.toml" in err and err.count("\n") == 1
+
+
+def test_estimate_fused_attention_is_cheaper(block: Path, capsys) -> None:
+    main(["estimate", str(block), "--target", "h100", "--bind", "B=8,S=1024", "--json"])
+    unfused = json.loads(capsys.readouterr().out)["total"]
+    main(["estimate", str(block), "-p", "canonicalize,fuse-attention", "--target", "h100", "--bind", "B=8,S=1024",
+          "--json"])
+    fused = json.loads(capsys.readouterr().out)["total"]
+    assert fused["bytes"] < unfused["bytes"] and fused["seconds"] < unfused["seconds"]
+
+
+def test_bench_outputs_and_plots(block: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "b"
+    rc = main(["bench", str(block), "--targets", "reference,ort,xla-tpu-v5e", "--batch", "1", "--seq", "8,16",
+               "--repeats", "3", "--warmup", "1", "--price", "ort=0.2,tpu-v5e=1.2", "--json", str(out) + ".json",
+               "--csv", str(out) + ".csv", "--markdown", str(out) + ".md", "--plot", str(tmp_path / "plots")])
+    assert rc == 0
+    d = json.loads(Path(str(out) + ".json").read_text())
+    kinds = {(r["target"], r["measured"]) for r in d["rows"]}
+    assert ("ort", True) in kinds and ("xla-tpu-v5e", False) in kinds
+    ort = [r for r in d["rows"] if r["target"] == "ort"][0]
+    assert ort["latency_median"] > 0 and ort["latency_p99"] >= ort["latency_median"] and ort["cost_per_million"] > 0
+    assert "estimated" in Path(str(out) + ".md").read_text()
+    for name in ("latency_vs_seq.png", "roofline.png", "compile_vs_run.png"):
+        data = (tmp_path / "plots" / name).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+
+
+def test_compare_links_artifacts(block: Path, tmp_path: Path, capsys) -> None:
+    md = tmp_path / "cmp.md"
+    rc = main(["compare", str(block), "-p", "canonicalize,fuse-attention", "--targets", "reference,ort,xla-tpu-v5e",
+               "--bind", "B=1,S=16", "--artifacts", str(tmp_path / "art"), "--markdown", str(md)])
+    assert rc == 0
+    text = md.read_text()
+    assert "ik.attention" in text and "measured" in text and "estimated" in text
+    assert (tmp_path / "art" / "ort" / "model.onnx").exists()
+
+
+@pytest.mark.parametrize("suffix", ["dot", "png", "svg"])
+def test_show(block: Path, tmp_path: Path, suffix: str) -> None:
+    out = tmp_path / f"g.{suffix}"
+    assert main(["show", str(block), "-p", "canonicalize,fuse-attention,fuse-elementwise", "-o", str(out)]) == 0
+    data = out.read_bytes()
+    if suffix == "dot":
+        assert b"digraph" in data and b"attention" in data
+    elif suffix == "png":
+        assert data[:4] == b"\x89PNG"
+    else:
+        assert b"<svg" in data
