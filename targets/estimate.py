@@ -93,6 +93,18 @@ def _prod(xs: Any) -> int:
     return n
 
 
+_CONTRACTIONS = frozenset({"ik.matmul", "ik.contract", "ik.conv2d", "ik.attention"})
+
+
+def _cast_into_contraction(op: Op) -> bool:
+    """A cast whose every user is a matrix op: compilers convert operands as they load
+    them (XLA fuses the convert into the dot; TVM inlines it), so it is no kernel of its
+    own.  Its consumer is costed with the converted (narrower) operand."""
+    if op.name != "ik.cast" or not op.results[0].uses:
+        return False
+    return all(u.name in _CONTRACTIONS for u in op.results[0].users)
+
+
 def estimate(module: Module, spec: str | HardwareSpec, bindings: Mapping[str, int] | None = None) -> Estimate:
     """The modelled time of every op of ``module``'s entry function on ``spec``."""
     hw = load_spec(spec)
@@ -102,7 +114,7 @@ def estimate(module: Module, spec: str | HardwareSpec, bindings: Mapping[str, in
     out = Estimate(hw.name, dict(b))
     clock = hw.clock_hz
     for op in fn.body:
-        if op.name in _FREE:
+        if op.name in _FREE or _cast_into_contraction(op):
             continue
         c = ir_op_cost(op, b)
         dt = _dtype_name(op)

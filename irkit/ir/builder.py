@@ -61,8 +61,14 @@ class Builder:
             if len(operands) < len(d.operands):
                 operands = list(operands) + [None] * (len(d.operands) - len(operands))
             seg = tuple(0 if v is None else 1 for v in operands)
-            if 0 in seg:
+            # Absent optionals at the end need no marker; a gap in the middle does.
+            trimmed = list(seg)
+            while trimmed and trimmed[-1] == 0 and d.operands[len(trimmed) - 1].endswith("?"):
+                trimmed.pop()
+            if 0 in trimmed:
                 attrs[SEGMENTS] = seg
+            else:
+                attrs.pop(SEGMENTS, None)
         if result_types is None:
             try:
                 result_types = infer_types(name, [v.type for v in present], attrs)
