@@ -876,9 +876,11 @@ class Parser:
             raise self.error("dense<...> needs a static shape", ty_tok)
         body = self.toks[body_start:body_end]
         dt = ty.dtype
-        if len(body) == 1 or (len(body) == 0 and n == 0):
-            if not body:
+        if not body:
+            if n == 0:
                 return Dense(np.zeros(ty.shape, dt.np), dt)  # type: ignore[arg-type]
+            raise self.error(f"empty dense literal for {ty}, which has {n} elements", ty_tok)
+        if len(body) == 1:
             v = _scalar(body[0], dt, self)
             return Dense.splat(v, ty.shape, dt)  # type: ignore[arg-type]
         if body[0].kind == "string":  # MLIR hex form dense<"0x...">
