@@ -102,3 +102,29 @@ def test_kill_mid_write_never_leaves_half_a_file(tmp_path: Path) -> None:
     # a killed writer may leave its temp file; never a partial destination
     assert all(f.startswith(".") for f in leftovers)
     del complete
+
+
+def test_kill_lower_mid_write(tmp_path: Path) -> None:
+    """`irkit lower -o DIR` killed at random moments: each file is the old one or a complete new one."""
+    import onnx
+
+    src = tmp_path / "src.mlir"
+    write_module(gpt2_style_module(layers=2), str(src))
+    out = tmp_path / "art"
+    out.mkdir()
+    (out / "model.onnx").write_bytes(b"old")
+    rng = np.random.default_rng(1)
+    for _ in range(4):
+        p = subprocess.Popen([sys.executable, "-m", "irkit.cli", "lower", str(src), "--target", "ort", "-o", str(out)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(float(rng.uniform(0.5, 4.0)))
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        data = (out / "model.onnx").read_bytes()
+        if data != b"old":
+            onnx.checker.check_model(onnx.load_from_string(data))
+        man = out / "manifest.json"
+        if man.exists():
+            import json
+
+            json.loads(man.read_text())
