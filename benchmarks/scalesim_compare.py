@@ -274,16 +274,21 @@ def model_cycles(m: int, k: int, n: int, size: int, dataflow: str) -> dict:
 def render(raw: dict) -> tuple[str, bool]:
     """Markdown table comparing SCALE-Sim and irkit; returns (text, all cycles equal)."""
     lines = [
-        f"GPT-2-small GEMMs (sequence {raw['seq']}, one head for QKᵀ/PV), "
-        f"SCALE-Sim v{raw['runs'][0]['scalesim_version']} vs "
-        "`irkit.targets.costmodel.systolic_gemm` with one array and no weight double "
-        "buffering (SCALE-Sim's model). Cycles are SCALE-Sim's \"Total Cycles\" "
-        "(compute; stall cycles were 0 in every run). \"irkit, double-buffered\" is the "
-        "TPU-like mode, where the next stationary tile loads while the current one "
-        "computes and folds pipeline.",
+        (
+            f"GPT-2-small GEMMs (sequence {raw['seq']}, one head for QKᵀ/PV), "
+            f"SCALE-Sim v{raw['runs'][0]['scalesim_version']} vs "
+            "`irkit.targets.costmodel.systolic_gemm` with one array and no weight double "
+            "buffering (SCALE-Sim's model). Cycles are SCALE-Sim's \"Total Cycles\" "
+            '(compute; stall cycles were 0 in every run). "irkit, double-buffered" is the '
+            "TPU-like mode, where the next stationary tile loads while the current one "
+            "computes and folds pipeline."
+        ),
         "",
-        "| GEMM | M×K×N | array | dataflow | folds | SCALE-Sim cycles | irkit cycles | match "
-        "| irkit, double-buffered | SRAM reads A/B, writes C equal | util (SCALE-Sim) |",
+        (
+            "| GEMM | M×K×N | array | dataflow | folds | SCALE-Sim cycles | irkit cycles "
+            "| match | irkit, double-buffered | SRAM reads A/B, writes C equal "
+            "| util (SCALE-Sim) |"
+        ),
         "|---|---|---|---|---:|---:|---:|:---:|---:|:---:|---:|",
     ]
     all_equal = True
@@ -317,10 +322,14 @@ def render(raw: dict) -> tuple[str, bool]:
     total = sum(run["seconds"] for run in raw["runs"])
     lines += [
         "",
-        f"SCALE-Sim wall time for the sweep: {total:.0f} s of pure Python "
-        f"({len(raw['runs'])} runs). For OS, SCALE-Sim's OFMAP write count adds "
-        "rows + cols per fold to the M·N outputs; irkit counts the M·N writes, and the "
-        "SRAM column accepts exactly that difference.",
+        (
+            f"SCALE-Sim wall time for the sweep: {total:.0f} s of pure Python "
+            f"({len(raw['runs'])} runs, two at a time on a shared and heavily loaded 2-core "
+            "machine; alone on a quiet one, FFN-up under ws on 128×128 takes ~70 s). For OS, "
+            "SCALE-Sim's OFMAP write count adds rows + cols per fold to the M·N outputs; "
+            "irkit counts the M·N writes, and the SRAM column accepts exactly that "
+            "difference."
+        ),
     ]
     return "\n".join(lines) + "\n", all_equal
 
@@ -329,8 +338,11 @@ def main(argv: list[str] | None = None) -> int:
     """Command-line entry point (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--setup", action="store_true", help="create .venv-scalesim and exit")
-    parser.add_argument("--from-cache", action="store_true",
-                        help=f"use {RAW_JSON.relative_to(ROOT)} instead of running SCALE-Sim")
+    parser.add_argument(
+        "--from-cache",
+        action="store_true",
+        help=f"use {RAW_JSON.relative_to(ROOT)} instead of running SCALE-Sim",
+    )
     parser.add_argument("--jobs", type=int, default=2, help="SCALE-Sim runs in parallel")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--array", type=int, help=argparse.SUPPRESS)
@@ -355,8 +367,9 @@ def main(argv: list[str] | None = None) -> int:
     TABLE_MD.write_text(table)
     sys.stdout.write(table)
     if not all_equal:
-        print("error: irkit's cycle model differs from SCALE-Sim (see **NO** rows)",
-              file=sys.stderr)
+        print(
+            "error: irkit's cycle model differs from SCALE-Sim (see **NO** rows)", file=sys.stderr
+        )
         return 1
     return 0
 

@@ -186,8 +186,9 @@ class SystolicSpec:
     """Native memory tile for 16-bit types (two values packed per 32-bit word)."""
     peak_tflops: dict[str, float] = field(default_factory=dict)
     """Per-chip peak per dtype in TFLOP/s (TOP/s for int8), from the vendor."""
-    f32_passes: int = 6
-    """bf16 passes an f32 matmul takes on the array (6 = XLA's HIGHEST precision)."""
+    f32_passes: int = 1
+    """Passes an f32 matmul takes on the array: 1 for an array that multiplies f32
+    natively; the TPU specs say 6 (bf16 passes at XLA's HIGHEST precision)."""
 
     @property
     def total_arrays(self) -> int:
@@ -256,6 +257,8 @@ class SimtSpec:
     """Whether warpgroup MMA (m64nNk16, sm_90a) is available."""
     wgmma_n_max: int = 256
     """Largest N of a wgmma instruction (N = 8..256 in steps of 8)."""
+    smem_bytes_per_clk: int = 128
+    """Shared-memory bandwidth per SM per clock (32 banks x 4 bytes, CUDA guide)."""
 
     @property
     def smem_block_limit(self) -> int:
@@ -408,9 +411,7 @@ class _Reader:
             raise self.fail(name, f"must be a positive integer, got {value!r}; fix the value")
         return value
 
-    def float_(
-        self, name: str, default: float | None = None, *, required: bool = False
-    ) -> float:
+    def float_(self, name: str, default: float | None = None, *, required: bool = False) -> float:
         value = self.raw(name, required)
         if value is None:
             return default  # type: ignore[return-value]
@@ -544,9 +545,9 @@ def _parse_systolic(top: _Reader) -> SystolicSpec:
     cores = s.int_("cores", 1)
     overlap = s.bool_("overlap_memory", True)
     vmem = _mib(s, "vmem_mib")
-    tile32 = s.pair("native_tile_f32", (8, cols if cols <= 128 else 128))
+    tile32 = s.pair("native_tile_f32", (8, min(cols, 128)))
     tile16 = s.pair("native_tile_bf16", (2 * tile32[0], tile32[1]))
-    f32_passes = s.int_("f32_passes", 6)
+    f32_passes = s.int_("f32_passes", 1)
     peaks = s.peaks("peak_tflops")
     spec = SystolicSpec(
         rows=rows,
@@ -588,7 +589,7 @@ def _parse_simt(top: _Reader) -> SimtSpec:
     smem_block = _kib(s, "smem_per_block_kib") or 0
     arch = s.str_("arch", "sm_80")
     if not arch.startswith("sm_") or not any(ch.isdigit() for ch in arch):
-        raise s.fail("arch", f"is {arch!r}; write the compute capability like \"sm_80\"")
+        raise s.fail("arch", f'is {arch!r}; write the compute capability like "sm_80"')
     l2 = _mib(s, "l2_mib")
     spec = SimtSpec(
         sms=sms,
@@ -607,6 +608,7 @@ def _parse_simt(top: _Reader) -> SimtSpec:
         mma_shape=s.triple("mma", (16, 8, 16)),
         wgmma=s.bool_("wgmma", False),
         wgmma_n_max=s.int_("wgmma_n_max", 256),
+        smem_bytes_per_clk=s.int_("smem_bytes_per_clk", 128),
     )
     if spec.smem_block_limit > spec.smem_per_sm_bytes:
         raise s.fail(
@@ -631,8 +633,16 @@ def _parse_cpu(top: _Reader) -> CpuSpec:
         fma_units=s.int_("fma_units", 2),
     )
     # Measurement provenance is kept in the file for people; the model does not use it.
-    for key in ("measured_by", "measured_at", "copy_bytes", "gemm_n", "python", "numpy",
-                "blas", "flags"):
+    for key in (
+        "measured_by",
+        "measured_at",
+        "copy_bytes",
+        "gemm_n",
+        "python",
+        "numpy",
+        "blas",
+        "flags",
+    ):
         s.raw(key, False)
     s.finish()
     return spec
@@ -646,7 +656,7 @@ def spec_from_dict(data: dict[str, Any], source: str = "<dict>") -> HardwareSpec
     top = _Reader(source, data, "")
     name = top.str_("name", required=True)
     if not name:
-        raise top.fail("name", "is empty; give the device a short name like \"tpu-v5e\"")
+        raise top.fail("name", 'is empty; give the device a short name like "tpu-v5e"')
     kind = top.str_("kind", required=True, choices=_KINDS)
     description = top.str_("description", "")
     systolic = simt = cpu = None
@@ -658,7 +668,7 @@ def spec_from_dict(data: dict[str, Any], source: str = "<dict>") -> HardwareSpec
         cpu = _parse_cpu(top)
     for other in _KINDS:
         if other != kind and top.has(other):
-            raise top.fail(other, f"does not belong in a kind = \"{kind}\" spec; remove it")
+            raise top.fail(other, f'does not belong in a kind = "{kind}" spec; remove it')
     memory = _parse_memory(top, kind)
     top.finish()
     return HardwareSpec(
