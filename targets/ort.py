@@ -61,6 +61,7 @@ class _Exporter:
         self.names: dict[int, str] = {}
         self.counter = 0
         self.node_ops: dict[str, Op] = {}
+        self.region_owner: Op | None = None
 
     def fresh(self, base: str) -> str:
         self.counter += 1
@@ -87,6 +88,8 @@ class _Exporter:
 
     def node(self, op_type: str, inputs: list[str], n_out: int = 1, owner: Op | None = None, **attrs: Any) -> list[str]:
         outs = [self.fresh(op_type.lower()) for _ in range(n_out)]
+        if self.region_owner is not None and owner is not None:
+            owner = self.region_owner  # nodes of an inlined fused region belong to the fused op
         name = self.fresh(self.ids.get(id(owner), op_type) if owner is not None else op_type)
         self.nodes.append(self.oh.make_node(op_type, inputs, outs, name=name, **attrs))
         if owner is not None:
@@ -224,7 +227,11 @@ class _Exporter:
             body = op.regions[0]
             for arg, name in zip(body.args, ins):
                 self.names[id(arg)] = name
-            self.graph(body)
+            outer, self.region_owner = self.region_owner, self.region_owner or op
+            try:
+                self.graph(body)
+            finally:
+                self.region_owner = outer
             return [self.names[id(v)] for v in body.outputs]
         raise TargetUnavailable(f"ort: no ONNX lowering for '{op.name}' at {op.loc.short()}")
 

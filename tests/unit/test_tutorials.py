@@ -32,3 +32,29 @@ def test_pass_plugin_tutorial(tmp_path: Path, capsys) -> None:
     out = capsys.readouterr().out
     assert '"ik.silu"(%x)' in out and "ik.sigmoid" not in out
 
+
+
+def test_tour_runs(tmp_path: Path) -> None:
+    """The README tour (examples/tour.py) end to end, smallest model."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, str(DOCS.parent / "examples" / "tour.py"), "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=1200)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "ik.attention" in (tmp_path / "compare.md").read_text()
+    assert (tmp_path / "artifacts" / "xla-tpu-v5e" / "hlo.txt").exists()
+
+
+def test_tpu_vs_gpu_tutorial_commands(tmp_path: Path, capsys) -> None:
+    """The tutorial's passes and estimates on the tiny GPT-2 (smallest sizes)."""
+    src = tmp_path / "gpt2.mlir"
+    assert main(["import", "examples/models/gpt2.py:gpt2_tiny", "-o", str(src)]) == 0
+    for hw in ("tpu-v5e", "h100"):
+        assert main(["opt", str(src), "-p", f"canonicalize,fuse-attention,tile-matmul{{target={hw}}},"
+                     f"assign-layout{{target={hw}}}", "--check-numerics", "-o", str(tmp_path / f"{hw}.mlir")]) == 0
+        assert main(["estimate", str(tmp_path / f"{hw}.mlir"), "--target", hw, "--bind", "B=2,S=32", "--json"]) == 0
+    tpu = (tmp_path / "tpu-v5e.mlir").read_text()
+    gpu = (tmp_path / "h100.mlir").read_text()
+    assert 'dataflow = "ws"' in tpu and "dataflow" not in gpu
+    assert 'layout = "kn"' in tpu and 'layout = "nk"' in gpu
