@@ -1,0 +1,558 @@
+"""``tvm-llvm`` and ``tvm-cuda``: lower the IR to TVM Relax + TensorIR.
+
+Design note: the entry function becomes one Relax function built with a
+``BlockBuilder``.  Matmuls (and matmul + bias + activation epilogue regions)
+and fused attention become hand-scheduled TensorIR kernels from
+:mod:`irkit.targets.tvm_kernels` — tiled from the ``tile`` attribute that
+``tile-matmul`` chose; attention as a tiled online-softmax kernel that never
+materialises the score matrix — called with ``R.call_tir``.  Every other op is
+emitted as a TOPI/TE computation, which Relax's pipeline fuses (an elementwise
+region becomes one kernel); on CUDA the DLight GPU rules bind its threads.
+Symbolic dims are bound before lowering.  Kernel names carry the IR op ids, so
+the artifact maps every kernel back to IR ops and source locations.
+
+TVM 0.27 API notes: ``tvm.tirx`` (not ``tvm.tir``), ``tvm.s_tir`` schedules, dict
+targets such as ``{"kind": "cuda", "arch": "sm_90"}``; MetaSchedule is not used
+(its tuning crashes in this wheel) and neither is the unscheduled default CPU
+path for matmuls.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from irkit.interp import default_bindings
+from irkit.ir.core import Module, Op, Value
+from irkit.ir.ops import named_operands
+from irkit.ir.types import DType, eval_dim, normalize_axis
+from irkit.targets.base import Artifact, Availability, Kernel, Target, TargetUnavailable, op_ids, provenance
+from irkit.targets.registry import register_target
+
+_TVM_DTYPE = {DType.f64: "float64", DType.f32: "float32", DType.f16: "float16", DType.bf16: "bfloat16",
+              DType.i64: "int64", DType.i32: "int32", DType.i8: "int8", DType.bool: "bool"}
+
+
+def _tvm_available() -> str | None:
+    try:
+        import tvm  # noqa: F401
+        from tvm import relax  # noqa: F401
+    except Exception as e:  # noqa: BLE001 - any import failure means the extra is missing
+        return f"needs the tvm extra (pip install -e '.[tvm]'): {e}"
+    return None
+
+
+class _Lowerer:
+    """Builds the Relax module for one function under concrete bindings."""
+
+    def __init__(self, module: Module, bindings: Mapping[str, int], target: Any, ids: Mapping[int, str]):
+        import tvm
+        from tvm import relax, topi
+
+        self.tvm, self.relax, self.topi = tvm, relax, topi
+        self.module = module
+        self.b = bindings
+        self.target = target
+        self.ids = ids
+        self.bb = relax.BlockBuilder()
+        self.env: dict[int, Any] = {}
+        self.kernels: list[tuple[str, list[Op]]] = []
+
+    def shape(self, v: Value) -> list[int]:
+        return [eval_dim(d, self.b) for d in v.type.shape]
+
+    def kname(self, op: Op) -> str:
+        return self.ids[id(op)].replace("ik.", "").replace("#", "_")
+
+    # -- entry -------------------------------------------------------------------
+    def build(self) -> Any:
+        relax = self.relax
+        fn = self.module.entry
+        params = []
+        for i, a in enumerate(fn.args):
+            p = relax.Var(a.name or f"arg{i}", relax.TensorType(self.shape(a), _TVM_DTYPE[a.dtype]))
+            params.append(p)
+            self.env[id(a)] = p
+        with self.bb.function("main", params):
+            with self.bb.dataflow():
+                for op in fn.body:
+                    if op.name == "func.return":
+                        outs = [self.env[id(v)] for v in op.operands]
+                        res = outs[0] if len(outs) == 1 else self.relax.Tuple(outs)
+                        gv = self.bb.emit_output(res)
+                        break
+                    self.lower_op(op)
+            self.bb.emit_func_output(gv)
+        return self.bb.get()
+
+    # -- ops ---------------------------------------------------------------------
+    def lower_op(self, op: Op) -> None:
+        if op.name == "ik.fused" and self.try_epilogue(op):
+            return
+        if op.name == "ik.fused":
+            body = op.regions[0]
+            for a, v in zip(body.args, op.operands):
+                self.env[id(a)] = self.env[id(v)]
+            for inner in body:
+                if inner.name == "ik.yield":
+                    for r, y in zip(op.results, inner.operands):
+                        self.env[id(r)] = self.env[id(y)]
+                    break
+                self.lower_op(inner)
+            return
+        if op.name == "ik.matmul" and self.try_matmul(op):
+            return
+        if op.name == "ik.attention" and self.try_attention(op):
+            return
+        outs = self.emit_te(op)
+        for r, o in zip(op.results, outs):
+            self.env[id(r)] = o
+
+    def call_kernel(self, kernel: Any, args: list[Any], op: Op, ops: list[Op]) -> Any:
+        relax = self.relax
+        func = kernel.func.with_attr("tirx.is_scheduled", True)
+        name = self.kname(op)
+        gv = self.bb.add_func(func, name)
+        outs = [relax.TensorType(list(o.shape), o.dtype) for o in kernel.outputs]
+        self.kernels.append((name, ops))
+        return self.bb.emit(relax.call_tir(gv, args, outs[0] if len(outs) == 1 else outs))
+
+    def try_matmul(self, op: Op, bias: Value | None = None, act: str | None = None, ops: list[Op] | None = None,
+                   out: Op | None = None) -> bool:
+        from irkit.targets.tvm_kernels import matmul as mm
+
+        x, w = op.operands
+        if not x.dtype.is_float or x.dtype is DType.f64:
+            return False
+        tile = op.attrs.get("tile") or (None, None, None)
+        try:
+            k = mm.matmul(self.shape(x), self.shape(w), _TVM_DTYPE[x.dtype], bias=bias is not None, activation=act,
+                          tile_m=tile[0], tile_n=tile[1], tile_k=tile[2], target=self.target,
+                          name=self.kname(out or op))
+        except (ValueError, NotImplementedError):
+            return False
+        args = [self.env[id(x)], self.env[id(w)]] + ([self.env[id(bias)]] if bias is not None else [])
+        res = self.call_kernel(k, args, out or op, ops or [op])
+        self.env[id((out or op).results[0])] = res
+        return True
+
+    def try_epilogue(self, op: Op) -> bool:
+        """``ik.fused{matmul_epilogue}``: matmul [+ bias] [+ activation] as one kernel."""
+        body = [o for o in op.regions[0] if o.name != "ik.yield"]
+        if not body or body[0].name != "ik.matmul" or len(op.results) != 1:
+            return False
+        mmop = body[0]
+        args = {id(a): v for a, v in zip(op.regions[0].args, op.operands)}
+        if any(id(v) not in args for v in mmop.operands):
+            return False
+        bias = None
+        act = None
+        cur = mmop.results[0]
+        for o in body[1:]:
+            if o.name == "ik.add" and bias is None and act is None:
+                other = o.operand(1) if o.operand(0) is cur else o.operand(0)
+                if id(other) not in args or len(other.type.shape) != 1:
+                    return False
+                bias = args[id(other)]
+            elif o.name in ("ik.gelu", "ik.silu", "ik.relu") and act is None:
+                act = {"ik.silu": "silu", "ik.relu": "relu"}.get(o.name) or (
+                    "gelu_tanh" if o.attrs.get("approximate") == "tanh" else "gelu_erf")
+            else:
+                return False
+            cur = o.results[0]
+        from irkit.targets.tvm_kernels.matmul import ACTIVATIONS
+
+        if act is not None and act not in ACTIVATIONS:
+            return False
+        x, w = (args[id(v)] for v in mmop.operands)
+        if bias is not None and bias.dtype != x.dtype:
+            return False
+        return self.try_matmul(_Proxy(mmop, x, w), bias, act, [op, *body], op)  # type: ignore[arg-type]
+
+    def try_attention(self, op: Op) -> bool:
+        from irkit.targets.tvm_kernels.attention import attention
+
+        n = named_operands(op)
+        q, k, v = n["q"], n["k"], n["v"]
+        assert q is not None and k is not None and v is not None
+        if q.dtype is DType.f64 or self.shape(v)[3] != self.shape(q)[3]:
+            return False
+        bias_expr = None
+        bias_shape = None
+        mask, bias = n.get("mask"), n.get("bias")
+        if mask is not None or bias is not None:
+            topi = self.topi
+            dt = "float32"
+
+            def additive(*xs: Any) -> Any:
+                it = iter(xs)
+                mk = next(it) if mask is not None else None
+                bs = next(it) if bias is not None else None
+                val = topi.cast(bs, dt) if bs is not None else None
+                if mk is not None:
+                    ninf = self.tvm.tirx.const(-math.inf, dt)
+                    zero = self.tvm.tirx.const(0.0, dt)
+                    base = val if val is not None else zero
+                    val = topi.where(mk, base, ninf)
+                return val
+
+            ins = [self.env[id(x)] for x in (mask, bias) if x is not None]
+            bias_expr = self.bb.emit_te(additive, *ins, primfunc_name_hint=self.kname(op) + "_mask")
+            shapes = [self.shape(x) for x in (mask, bias) if x is not None]
+            rank = max(len(s) for s in shapes)
+            bias_shape = [max(s[i - (rank - len(s))] if i >= rank - len(s) else 1 for s in shapes) for i in range(rank)]
+        try:
+            kern = attention(self.shape(q), self.shape(k), _TVM_DTYPE[q.dtype], bias_shape=bias_shape,
+                             bias_dtype="float32" if bias_shape else None, scale=float(op.attrs["scale"]),
+                             causal=bool(op.attrs.get("causal", False)), target=self.target, name=self.kname(op))
+        except (ValueError, NotImplementedError):
+            return False
+        args = [self.env[id(q)], self.env[id(k)], self.env[id(v)]] + ([bias_expr] if bias_expr is not None else [])
+        self.env[id(op.results[0])] = self.call_kernel(kern, args, op, [op])
+        return True
+
+    def emit_te(self, op: Op) -> list[Any]:
+        topi = self.topi
+        relax = self.relax
+        a = op.attrs
+        ins = [self.env[id(v)] for v in op.operands]
+        name = op.name[3:]
+        out_t = op.results[0].type if op.results else None
+        hint = self.kname(op)
+
+        def emit(f: Any, *args: Any, **kw: Any) -> Any:
+            return self.bb.emit_te(f, *args, primfunc_name_hint=hint, **kw)
+
+        if name == "constant":
+            d = a["value"]
+            arr = np.ascontiguousarray(d.array)
+            return [self.bb.emit(relax.const(arr, _TVM_DTYPE[d.dtype]))]
+        if name == "iota":
+            shape = self.shape(op.results[0])
+            ax = normalize_axis(a.get("axis", 0), len(shape))
+            r = np.arange(shape[ax]).reshape([-1 if i == ax else 1 for i in range(len(shape))])
+            arr = np.broadcast_to(r, shape).astype(out_t.dtype.np)  # type: ignore[union-attr]
+            return [self.bb.emit(relax.const(np.ascontiguousarray(arr), _TVM_DTYPE[out_t.dtype]))]  # type: ignore[union-attr]
+        unary = {"neg": topi.negative, "abs": topi.abs, "exp": topi.exp, "log": topi.log, "sqrt": topi.sqrt,
+                 "rsqrt": topi.rsqrt, "tanh": topi.tanh, "erf": topi.erf, "sigmoid": topi.sigmoid, "sin": topi.sin,
+                 "cos": topi.cos, "floor": topi.floor, "ceil": topi.ceil, "sign": topi.sign,
+                 "not": topi.logical_not}
+        if name in unary:
+            return [emit(unary[name], ins[0])]
+        if name == "reciprocal":
+            return [emit(lambda x: topi.divide(self.tvm.tirx.const(1.0, x.dtype), x), ins[0])]
+        if name == "relu":
+            return [emit(topi.nn.relu, ins[0])]
+        if name == "silu":
+            return [emit(lambda x: topi.multiply(x, topi.sigmoid(x)), ins[0])]
+        if name == "gelu":
+            if a.get("approximate") == "tanh":
+                def gelu(x: Any) -> Any:
+                    c = self.tvm.tirx.const(math.sqrt(2.0 / math.pi), x.dtype)
+                    k3 = self.tvm.tirx.const(0.044715, x.dtype)
+                    inner = topi.multiply(c, topi.add(x, topi.multiply(k3, topi.multiply(x, topi.multiply(x, x)))))
+                    return topi.multiply(topi.multiply(self.tvm.tirx.const(0.5, x.dtype), x),
+                                         topi.add(self.tvm.tirx.const(1.0, x.dtype), topi.tanh(inner)))
+            else:
+                def gelu(x: Any) -> Any:
+                    half = self.tvm.tirx.const(0.5, x.dtype)
+                    return topi.multiply(topi.multiply(half, x), topi.add(self.tvm.tirx.const(1.0, x.dtype),
+                                         topi.erf(topi.multiply(x, self.tvm.tirx.const(1 / math.sqrt(2), x.dtype)))))
+            return [emit(gelu, ins[0])]
+        binary = {"add": topi.add, "sub": topi.subtract, "mul": topi.multiply, "div": topi.divide,
+                  "pow": topi.power, "max": topi.maximum, "min": topi.minimum, "eq": topi.equal,
+                  "ne": topi.not_equal, "lt": topi.less, "le": topi.less_equal, "gt": topi.greater,
+                  "ge": topi.greater_equal, "and": topi.logical_and, "or": topi.logical_or,
+                  "xor": topi.logical_xor}
+        if name in binary:
+            if name == "div" and op.results[0].dtype.is_int:
+                return [emit(topi.trunc_divide, *ins)]
+            return [emit(binary[name], *ins)]
+        if name == "rem":
+            return [emit(topi.fmod, *ins)]
+        if name == "where":
+            return [emit(topi.where, *ins)]
+        if name == "cast":
+            to = _TVM_DTYPE[a["to"]]
+            if a["to"].is_bool:
+                return [emit(lambda x: topi.not_equal(x, self.tvm.tirx.const(0, x.dtype)), ins[0])]
+            return [emit(lambda x: topi.cast(x, to), ins[0])]
+        if name == "dropout":
+            return [ins[0]]
+        if name.startswith("reduce_"):
+            rank = op.operand(0).type.rank
+            axes = [normalize_axis(x, rank) for x in a.get("axes", ())] or list(range(rank))
+            keep = bool(a.get("keepdims", False))
+            fn = {"reduce_sum": topi.sum, "reduce_max": topi.max, "reduce_min": topi.min,
+                  "reduce_prod": topi.prod, "reduce_mean": topi.sum}[name]
+            if name == "reduce_mean":
+                n = int(np.prod([self.shape(op.operand(0))[i] for i in axes]))
+                return [emit(lambda x: topi.divide(fn(x, axis=axes, keepdims=keep),
+                                                   self.tvm.tirx.const(n, x.dtype)), ins[0])]
+            return [emit(lambda x: fn(x, axis=axes, keepdims=keep), ins[0])]
+        if name == "argmax":
+            return [emit(lambda x: topi.cast(topi.argmax(x, axis=a["axis"], keepdims=bool(a.get("keepdims", False))),
+                                             "int64"), ins[0])]
+        if name == "softmax":
+            return [emit(lambda x: topi.nn.softmax(x, axis=a.get("axis", -1)), ins[0])]
+        if name == "log_softmax":
+            return [emit(lambda x: topi.nn.log_softmax(x, axis=a.get("axis", -1)), ins[0])]
+        if name in ("layer_norm", "rms_norm"):
+            return [emit(self._norm_fn(op), *ins)]
+        if name == "matmul":
+            return [emit(self._generic_matmul, *ins)]
+        if name == "contract":
+            return [emit(lambda x, y: topi.einsum(_einsum(op), x, y), *ins)]
+        if name == "reshape":
+            return [emit(lambda x: topi.reshape(x, self.shape(op.results[0])), ins[0])]
+        if name == "transpose":
+            return [emit(lambda x: topi.transpose(x, list(a["perm"])), ins[0])]
+        if name == "broadcast":
+            return [emit(lambda x: topi.broadcast_to(x, self.shape(op.results[0])), ins[0])]
+        if name == "slice":
+            r = op.operand(0).type.rank
+            st = [eval_dim(x, self.b) for x in a["start"]]
+            lim = [eval_dim(x, self.b) for x in a["limit"]]
+            step = list(a.get("step") or (1,) * r)
+            return [emit(lambda x: topi.strided_slice(x, st, lim, step), ins[0])]
+        if name == "concat":
+            return [emit(lambda *xs: topi.concatenate(xs, axis=a["axis"]), *ins)]
+        if name == "split":
+            sizes = [eval_dim(s, self.b) for s in a["sizes"]]
+            ax = normalize_axis(a["axis"], op.operand(0).type.rank)
+            outs = []
+            start = 0
+            r = op.operand(0).type.rank
+            full = self.shape(op.operand(0))
+            for s in sizes:
+                b0 = [0] * r
+                e0 = list(full)
+                b0[ax], e0[ax] = start, start + s
+                outs.append(emit(lambda x, b0=b0, e0=e0: topi.strided_slice(x, b0, e0, [1] * r), ins[0]))
+                start += s
+            return outs
+        if name == "gather":
+            return [emit(lambda d, i: topi.take(d, i, axis=a.get("axis", 0), mode="clip"), *ins)]
+        if name == "pad":
+            r = op.operand(0).type.rank
+            p = a["pads"]
+            return [emit(lambda x: topi.nn.pad(x, list(p[:r]), list(p[r:]), pad_value=a.get("value", 0.0)), ins[0])]
+        if name == "conv2d":
+            pads = list(a.get("padding", (0, 0, 0, 0)))
+
+            def conv(x: Any, w: Any, *bias: Any) -> Any:
+                y = topi.nn.conv2d(x, w, list(a.get("strides", (1, 1))), pads, list(a.get("dilations", (1, 1))),
+                                   data_layout="NCHW", kernel_layout="OIHW", out_dtype=x.dtype) \
+                    if a.get("groups", 1) == 1 else topi.nn.group_conv2d_nchw(
+                        x, w, list(a.get("strides", (1, 1))), pads, list(a.get("dilations", (1, 1))),
+                        a.get("groups", 1), out_dtype=x.dtype)
+                if bias:
+                    y = topi.add(y, topi.reshape(bias[0], (1, -1, 1, 1)))
+                return y
+            return [emit(conv, *ins)]
+        if name == "attention":
+            return [emit(self._attention_te(op), *ins)]
+        raise TargetUnavailable(f"tvm: no lowering for '{op.name}' at {op.loc.short()}")
+
+    def _generic_matmul(self, x: Any, y: Any) -> Any:
+        """A TE batched matmul with broadcasting (used for f64 and int matmuls only)."""
+        te = self.tvm.te
+        xs, ys = list(x.shape), list(y.shape)
+        batch = list(np.broadcast_shapes(tuple(int(d) for d in xs[:-2]), tuple(int(d) for d in ys[:-2])))
+        m, kk, n = xs[-2], xs[-1], ys[-1]
+        k = te.reduce_axis((0, kk), "k")
+        nb = len(batch)
+
+        def bidx(t: list[Any], idx: list[Any]) -> list[Any]:
+            r = len(t) - 2
+            return [idx[nb - r + i] if int(t[i]) != 1 else 0 for i in range(r)]
+
+        return te.compute(batch + [m, n], lambda *i: te.sum(
+            x[tuple(bidx(xs, list(i)) + [i[-2], k])] * y[tuple(bidx(ys, list(i)) + [k, i[-1]])], axis=k))
+
+    def _norm_fn(self, op: Op) -> Any:
+        topi = self.topi
+        n = named_operands(op)
+        rms = op.name == "ik.rms_norm"
+        x_rank = op.operand(0).type.rank
+        ax = normalize_axis(op.attrs.get("axis", -1), x_rank)
+        axes = list(range(ax, x_rank))
+        eps = float(op.attrs.get("eps", 1e-6 if rms else 1e-5))
+        has_w = n.get("weight") is not None
+        has_b = (not rms) and n.get("bias") is not None
+        count = int(np.prod(self.shape(op.operand(0))[ax:]))
+
+        def norm(x: Any, *wb: Any) -> Any:
+            dt = x.dtype
+            xf = topi.cast(x, "float32") if dt in ("float16", "bfloat16") else x
+            c = lambda v: self.tvm.tirx.const(v, xf.dtype)  # noqa: E731
+            if rms:
+                ms = topi.divide(topi.sum(topi.multiply(xf, xf), axis=axes, keepdims=True), c(count))
+                y = topi.multiply(xf, topi.rsqrt(topi.add(ms, c(eps))))
+            else:
+                mean = topi.divide(topi.sum(xf, axis=axes, keepdims=True), c(count))
+                xc = topi.subtract(xf, mean)
+                var = topi.divide(topi.sum(topi.multiply(xc, xc), axis=axes, keepdims=True), c(count))
+                y = topi.multiply(xc, topi.rsqrt(topi.add(var, c(eps))))
+            it = iter(wb)
+            if has_w:
+                y = topi.multiply(y, topi.cast(next(it), xf.dtype))
+            if has_b:
+                y = topi.add(y, topi.cast(next(it), xf.dtype))
+            return topi.cast(y, dt) if dt != xf.dtype else y
+        return norm
+
+    def _attention_te(self, op: Op) -> Any:
+        """Unfused TE attention for cases the kernel library does not cover (f64, Dv != D)."""
+        raise TargetUnavailable(f"tvm: attention at {op.loc.short()} with these dtypes/shapes has no kernel")
+
+
+class _Proxy:
+    """A matmul view of an epilogue region: the region's matmul with outer operands."""
+
+    def __init__(self, op: Op, x: Value, w: Value):
+        self.name = "ik.matmul"
+        self.attrs = op.attrs
+        self.operands = (x, w)
+        self.results = op.results
+        self.loc = op.loc
+
+
+def _einsum(op: Op) -> str:
+    from irkit.targets.ort import _einsum_equation
+
+    return _einsum_equation(op)
+
+
+def _unfused_pipeline(target: Any) -> Any:
+    """The default Relax pipeline minus FuseOps/FuseTIR (GPU kernels still get DLight schedules)."""
+    import tvm
+    from tvm import relax
+
+    @tvm.transform.module_pass(opt_level=0)
+    def pipeline(mod: Any, _ctx: Any) -> Any:
+        passes = [relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(),
+                  relax.transform.FoldConstant()]
+        if target.kind.name == "cuda":
+            from tvm.s_tir import dlight as dl
+
+            passes.append(dl.ApplyDefaultSchedule(dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(),
+                                                  dl.gpu.GeneralReduction(), dl.gpu.Fallback()))
+        passes += [relax.transform.RewriteDataflowReshape(), relax.transform.ToNonDataflow(),
+                   relax.transform.RemovePurityChecking(), relax.transform.CallTIRRewrite(),
+                   relax.transform.StaticPlanBlockMemory(), relax.transform.LowerAllocTensor(),
+                   relax.transform.KillAfterLastUse(), relax.transform.LowerRuntimeBuiltin(),
+                   relax.transform.ComputePrimValue(), relax.transform.VMShapeLower(),
+                   relax.transform.AttachGlobalSymbol()]
+        with target:
+            return tvm.transform.Sequential(passes)(mod)
+
+    return pipeline
+
+
+class TvmTarget(Target):
+    """TVM Relax + hand-scheduled TensorIR."""
+
+    def __init__(self, kind: str = "llvm", arch: str = "sm_90"):
+        self.kind = kind
+        self.arch = arch
+
+    @property
+    def summary(self) -> str:  # type: ignore[override]
+        if self.kind == "llvm":
+            return "TVM Relax + scheduled TensorIR for this CPU (LLVM, mcpu detected)"
+        return f"TVM Relax + scheduled TensorIR for CUDA {self.arch} (CUDA source and PTX here; runs on a GPU)"
+
+    def tvm_target(self) -> Any:
+        from irkit.targets.tvm_kernels.common import cpu_target, cuda_target
+
+        return cpu_target() if self.kind == "llvm" else cuda_target(self.arch)
+
+    def availability(self) -> Availability:
+        why = _tvm_available()
+        if why:
+            return Availability(False, False, why)
+        if self.kind == "llvm":
+            return Availability(True, True)
+        import tvm
+
+        if tvm.cuda(0).exist:
+            return Availability(True, True)
+        return Availability(True, False, "needs an NVIDIA GPU to run; CUDA source and PTX are produced here")
+
+    def lower(self, module: Module, bindings: Mapping[str, int] | None = None) -> Artifact:
+        av = self.availability()
+        if not av.can_compile:
+            raise TargetUnavailable(f"target '{self.name}': {av.reason}")
+        import tvm
+        from tvm import relax
+
+        fn = module.entry
+        b = default_bindings(fn, bindings)
+        ids = op_ids(module)
+        t0 = time.perf_counter()
+        target = self.tvm_target()
+        low = _Lowerer(module, b, target, ids)
+        mod = low.build()
+        files: dict[str, str | bytes] = {"relax.py": mod.script()}
+        info: dict[str, Any] = {}
+        try:
+            ex = tvm.compile(mod, target=target)
+        except Exception as e:  # noqa: BLE001 - TVM's FuseTIR rejects some graphs; build unfused
+            info["fusion"] = ("Relax FuseOps/FuseTIR failed here (" + str(e).strip().splitlines()[-1][:200]
+                              + "); built without Relax operator fusion")
+            ex = tvm.compile(mod, target=target, relax_pipeline=_unfused_pipeline(target))
+        dt = time.perf_counter() - t0
+        kernels = []
+        for name, ops in low.kernels:
+            names, locs = provenance(ops, ids)
+            kernels.append(Kernel(name, "scheduled TensorIR", names, locs, "relax.py"))
+        for op in fn.body:
+            if op.name in ("func.return", "ik.constant") or any(ids[id(op)] in k.ir_ops for k in kernels):
+                continue
+            names, locs = provenance([op], ids)
+            kernels.append(Kernel(low.kname(op), "TOPI (Relax-fused)", names, locs, "relax.py"))
+        info.update({"tvm": tvm.__version__, "target": str(target), "scheduled_kernels": len(low.kernels)})
+        runner = None
+        if self.kind == "llvm":
+            vm = relax.VirtualMachine(ex, tvm.cpu())
+
+            def runner(xs: Sequence[np.ndarray]) -> list[np.ndarray]:
+                from irkit.targets.tvm_kernels.common import to_tvm
+
+                out = vm["main"](*[to_tvm(np.asarray(x)) for x in xs])
+                if isinstance(out, (tuple, list)) or type(out).__name__ in ("Array", "ADT", "Tuple"):
+                    return [o.numpy() for o in out]
+                return [out.numpy()]
+            try:
+                files["kernels.ll"] = ex.mod.imports[0].inspect_source("ll") if ex.mod.imports else ""
+            except Exception:  # noqa: BLE001 - the LLVM text is for inspection only
+                pass
+        else:
+            from irkit.targets.tvm_kernels.common import cuda_source_of, cuda_to_ptx, find_nvcc
+
+            src = cuda_source_of(ex)
+            files["kernels.cu"] = src
+            if find_nvcc():
+                ptx, log = cuda_to_ptx(src, self.arch)
+                files["kernels.ptx"] = ptx
+                info["ptxas"] = log
+            if tvm.cuda(0).exist:
+                vm = relax.VirtualMachine(ex, tvm.cuda(0))
+
+                def runner(xs: Sequence[np.ndarray]) -> list[np.ndarray]:
+                    dev = tvm.cuda(0)
+                    out = vm["main"](*[tvm.runtime.tensor(np.ascontiguousarray(x), dev) for x in xs])
+                    if isinstance(out, (tuple, list)) or type(out).__name__ in ("Array", "ADT", "Tuple"):
+                        return [o.numpy() for o in out]
+                    return [out.numpy()]
+        return Artifact(self.name, files, kernels, dt, b, [a.type.concrete_shape(b) for a in fn.args], info, runner)
+
+
+register_target("tvm-llvm", kind="llvm")(TvmTarget)
+register_target("tvm-cuda", kind="cuda", arch="sm_90")(TvmTarget)
+
+__all__ = ["TvmTarget"]

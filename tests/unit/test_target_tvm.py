@@ -1,0 +1,70 @@
+"""tvm-llvm runs and matches the oracle; tvm-cuda produces CUDA source and PTX without a GPU."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from irkit.check import compare_all, module_tolerance
+from irkit.interp import random_inputs, run
+from irkit.passmanager import run_pipeline
+from irkit.targets.registry import get_target
+from irkit.testing.blocks import gpt2_style_module
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "numeric"))
+import test_op_kernels as K  # noqa: E402
+
+PIPE = "canonicalize,fuse-attention,fuse-norm,fuse-activation,fuse-elementwise,cse,dce"
+# A representative subset runs by default (each TVM compile takes seconds); IRKIT_SLOW=1 runs every op.
+DEFAULT = {"ik.matmul", "ik.attention", "ik.layer_norm", "ik.softmax", "ik.gelu", "ik.gather", "ik.conv2d",
+           "ik.contract", "ik.split", "ik.where", "ik.cast", "ik.reduce_mean"}
+
+
+@pytest.mark.parametrize("i", range(len(K.CASES)), ids=[f"{c[0]}-{i}" for i, c in enumerate(K.CASES)])
+def test_op_on_tvm_llvm(i: int, request) -> None:
+    name, inputs, attrs, _ = K.CASES[i]
+    if name not in DEFAULT:
+        request.applymarker(pytest.mark.slow)
+        import os
+
+        if not os.environ.get("IRKIT_SLOW"):
+            pytest.skip("slow: run with IRKIT_SLOW=1")
+    m = K._single_op_module(name, inputs, attrs)
+    t = get_target("tvm-llvm")
+    got = t.run(t.lower(m), inputs)
+    rep = compare_all(got, run(m, inputs, float64=True), module_tolerance(m))
+    assert rep.ok, [c.describe() for c in rep.comparisons]
+
+
+@pytest.mark.parametrize("pipeline", ["", PIPE])
+def test_gpt2_block_on_tvm_llvm(pipeline: str) -> None:
+    m = gpt2_style_module(layers=1, hidden=32, heads=2, vocab=64, max_pos=32)
+    if pipeline:
+        run_pipeline(m, pipeline)
+    xs = random_inputs(m.entry, 5, {"B": 2, "S": 16})
+    t = get_target("tvm-llvm")
+    art = t.lower(m, {"B": 2, "S": 16})
+    rep = compare_all(t.run(art, xs), run(m, xs, float64=True), module_tolerance(m))
+    assert rep.ok, [c.describe() for c in rep.comparisons]
+    scheduled = [k for k in art.kernels if k.kind == "scheduled TensorIR"]
+    assert scheduled and all(k.ir_ops for k in scheduled)
+    if pipeline:
+        assert any(any(o.startswith("ik.attention") for o in k.ir_ops) for k in scheduled)
+
+
+def test_tvm_cuda_source_and_ptx() -> None:
+    m = gpt2_style_module(layers=1, hidden=32, heads=2, vocab=64, max_pos=32)
+    run_pipeline(m, PIPE)
+    t = get_target("tvm-cuda")
+    assert t.availability().can_compile
+    art = t.lower(m, {"B": 1, "S": 16})
+    src = art.files["kernels.cu"]
+    assert "__global__" in src and "blockIdx.x" in src
+    if shutil.which("nvcc") or Path("/usr/local/cuda/bin/nvcc").exists():
+        assert ".entry" in art.files["kernels.ptx"]
+    assert any(any(o.startswith("ik.attention") for o in k.ir_ops) for k in art.kernels)
+
