@@ -88,8 +88,18 @@ class PassOption:
         return getattr(self.type, "__name__", str(self.type))
 
 
+_FIELD_DOCS: dict[type, dict[str, str]] = {}
+
+
 def _field_docs(cls: type) -> dict[str, str]:
     """Attribute docstrings (a string literal right after a field), as xDSL does."""
+    # Parsing class sources costs ~50 ms per pass; pipelines ask on every run.
+    if cls not in _FIELD_DOCS:
+        _FIELD_DOCS[cls] = _parse_field_docs(cls)
+    return _FIELD_DOCS[cls]
+
+
+def _parse_field_docs(cls: type) -> dict[str, str]:
     import ast
 
     docs: dict[str, str] = {}

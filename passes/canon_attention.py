@@ -49,8 +49,9 @@ import numpy as np
 
 from irkit.ir.core import Dense, Op, Value
 from irkit.ir.ops import OPS, named_operands
-from irkit.ir.types import DType, SymDim, TensorType, eval_dim, normalize_axis
-from irkit.rewrite import Fail, Match, Pattern, Rewriter, splat_constant
+from irkit.ir.types import DType, SymDim, TensorType, dim_prod, eval_dim, normalize_axis
+from irkit.rewrite import C, Fail, Match, P, Pattern, Rewriter, Rule, V, rule_patterns, splat_constant
+from irkit.rewrite.numeric_check import cone, evaluate, leaves_of, symbols_of
 
 MASK_FILL_MAX = -1.0e4
 """A fill or additive constant counts as a mask only when it is at most this (or -inf)."""
@@ -163,126 +164,6 @@ def same_value(a: Value, b: Value, depth: int = 6) -> bool:
     if pa.attrs != pb.attrs or pa.num_operands != pb.num_operands:
         return False
     return all(same_value(x, y, depth - 1) for x, y in zip(pa.operands, pb.operands))
-
-
-# -- constant cones ----------------------------------------------------------------
-
-_CONE_OPS_SKIP = frozenset({"ik.fused", "ik.attention"})
-
-
-def cone(v: Value, leaves: Iterable[Value] = (), limit: int = 96) -> list[Op] | None:
-    """The ops computing ``v`` from ``leaves`` and source ops, in program order.
-
-    None when the cone reaches a function argument or another value not listed in
-    ``leaves``, holds a region op, or has more than ``limit`` ops.
-    """
-    stop = {id(x) for x in leaves}
-    seen: dict[int, Op] = {}
-    stack = [v]
-    while stack:
-        x = stack.pop()
-        if id(x) in stop:
-            continue
-        p = x.producer
-        if p is None or p.name in _CONE_OPS_SKIP:
-            return None
-        if id(p) in seen:
-            continue
-        seen[id(p)] = p
-        if len(seen) > limit:
-            return None
-        stack.extend(p.operands)
-    return _program_order(list(seen.values()))
-
-
-def _program_order(ops: list[Op]) -> list[Op]:
-    if not ops:
-        return ops
-    g = ops[0].parent
-    if g is None or any(o.parent is not g for o in ops):
-        return ops
-    # Walk the graph once only when the cone is large; small cones sort by a local walk.
-    pos = g.order()
-    return sorted(ops, key=lambda o: pos[id(o)])
-
-
-def leaves_of(v: Value, limit: int = 96, allowed: frozenset[str] | None = None) -> list[Value] | None:
-    """The non-constant values the cone of ``v`` starts from (arguments and ops outside ``allowed``)."""
-    out: dict[int, Value] = {}
-    seen: set[int] = set()
-    stack = [v]
-    count = 0
-    while stack:
-        x = stack.pop()
-        p = x.producer
-        if p is None or (allowed is not None and p.name not in allowed and not _is_source(p)):
-            out[id(x)] = x
-            continue
-        if id(p) in seen:
-            continue
-        seen.add(id(p))
-        count += 1
-        if count > limit or p.regions:
-            return None
-        stack.extend(p.operands)
-    return list(out.values())
-
-
-def _is_source(op: Op) -> bool:
-    d = OPS.get(op.name)
-    return d is not None and d.has("source")
-
-
-def symbols_of(ops: Sequence[Op], extra: Sequence[Value] = ()) -> set[str]:
-    out: set[str] = set()
-    for o in ops:
-        for v in list(o.operands) + list(o.results):
-            out |= v.type.symbols
-    for v in extra:
-        out |= v.type.symbols
-    return out
-
-
-def evaluate(v: Value, bindings: Mapping[str, int], given: Mapping[int, np.ndarray] | None = None,
-             limit: int = 96) -> np.ndarray | None:
-    """Evaluate ``v`` from constants (and ``given`` values keyed by id) in float64; None if it cannot."""
-    from irkit.interp import Interpreter
-
-    given = dict(given or {})
-    ops = cone(v, [x for x in _values_by_id(v, given)], limit)
-    if ops is None:
-        return None
-    env: dict[int, np.ndarray] = dict(given)
-    it = Interpreter(float64=True)
-    try:
-        with np.errstate(all="ignore"):
-            for o in ops:
-                outs = it._op(o, [env[id(x)] for x in o.operands], bindings)
-                for r, y in zip(o.results, outs):
-                    env[id(r)] = y
-    except Exception:  # an out-of-range slice at a sample size: not evaluable there
-        return None
-    return env.get(id(v))
-
-
-def _values_by_id(v: Value, given: Mapping[int, np.ndarray]) -> list[Value]:
-    # cone() wants Value objects for its stop set; find them by walking the cone once.
-    if not given:
-        return []
-    out: list[Value] = []
-    seen: set[int] = set()
-    stack = [v]
-    while stack:
-        x = stack.pop()
-        if id(x) in given:
-            out.append(x)
-            continue
-        p = x.producer
-        if p is None or id(p) in seen:
-            continue
-        seen.add(id(p))
-        stack.extend(p.operands)
-    return out
 
 
 SAMPLE_SIZES = (1, 2, 3, 5, 8)
@@ -420,34 +301,244 @@ class ContractToMatmul(Pattern):
 
 
 class BatchReshapeOutOfMatmul(Pattern):
-    """``matmul(reshape(a), reshape(b))`` that only merges leading batch dims → ``reshape(matmul(a, b))``.
+    """``matmul`` of operands whose leading batch dim is a merge of dims ``L`` → a matmul over ``L``.
 
     The 3-D ``bmm`` over ``[B*H, S, D]`` that torch's matmul decomposition
-    produces becomes the 4-D matmul it stands for.
+    produces becomes the 4-D matmul it stands for, followed by a reshape: ``L``
+    comes from an operand that is a reshape of a ``L + [r, c]`` tensor, and the
+    other operand is reshaped to ``L`` too (a view; reshapes compose).
     """
 
     name = "batch-reshape-out-of-matmul"
     roots = ("ik.matmul",)
+    benefit = 2  # before a scale leaves the matmul, so the scale lands on the 4-D scores
 
     def match(self, op: Op) -> Match | None:
-        ra, rb = op_is(op.operand(0), "ik.reshape"), op_is(op.operand(1), "ik.reshape")
-        if ra is None or rb is None:
+        x, y = op.operands
+        if x.type.rank != 3 or y.type.rank != 3 or x.type.shape[0] != y.type.shape[0]:
             return None
-        a, b = ra.operand(0), rb.operand(0)
-        if a.type.rank < 3 or a.type.rank != b.type.rank:
-            return None
-        if a.type.shape[:-2] != b.type.shape[:-2]:
-            return None
-        if a.type.shape[-2:] != op.operand(0).type.shape[-2:] or b.type.shape[-2:] != op.operand(1).type.shape[-2:]:
-            return None
-        if op.operand(0).type.shape[:-2] != op.operand(1).type.shape[:-2]:
-            return None
-        return Match(a=a, b=b)
+        n = x.type.shape[0]
+        for v in (x, y):
+            r = op_is(v, "ik.reshape")
+            if r is None:
+                continue
+            z = r.operand(0)
+            if z.type.rank >= 4 and tuple(z.type.shape[-2:]) == tuple(v.type.shape[-2:]) \
+                    and dim_prod(z.type.shape[:-2]) == n:
+                return Match(lead=tuple(z.type.shape[:-2]))
+        return None
 
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
-        mm = rw.create(op, "ik.matmul", [m["a"], m["b"]], {}).results[0]
+        lead = m["lead"]
+        x, y = op.operands
+        x4 = reshaped(rw, op, x, lead + tuple(x.type.shape[-2:]))
+        y4 = reshaped(rw, op, y, lead + tuple(y.type.shape[-2:]))
+        mm = rw.create(op, "ik.matmul", [x4, y4], {}).results[0]
         out = mk(rw, op, "ik.reshape", mm, shape=op.results[0].type.shape)
         rw.replace_op(op, [out])
+
+
+class ProbsOnLeft(Pattern):
+    """``matmul(V', transpose(P))`` with P a softmax → ``transpose(matmul(P, transpose(V')))``.
+
+    JAX writes ``einsum('bnqk,bknh->bqnh')`` with V as the left operand, which is
+    (P·V)ᵀ; this puts the probabilities on the left, as every other exporter does.
+    """
+
+    name = "attention-probs-on-left"
+    roots = ("ik.matmul",)
+
+    def match(self, op: Op) -> Match | None:
+        a, b = op.operands
+        r = b.type.rank
+        t = op_is(b, "ik.transpose")
+        if t is None or r < 2 or tuple(t.attrs["perm"]) != tuple(range(r - 2)) + (r - 1, r - 2):
+            return None
+        p = t.operand(0)
+        src = p.producer
+        while src is not None and is_float_cast(src):
+            src = src.operand(0).producer
+        if src is None or src.name != "ik.softmax" or not softmax_axis_is_last(src):
+            return None
+        if a.type.rank != r:
+            return None
+        return Match(p=p)
+
+    def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
+        a = op.operand(0)
+        r = a.type.rank
+        swap = tuple(range(r - 2)) + (r - 1, r - 2)
+        mm = rw.create(op, "ik.matmul", [m["p"], transposed(rw, op, a, swap)], {}).results[0]
+        rw.replace_op(op, [transposed(rw, op, mm, swap)])
+
+
+# ---------------------------------------------------------------------------
+# Reductions and broadcasting (the JAX / StableHLO spellings)
+
+
+_REDUCE = ("ik.reduce_sum", "ik.reduce_mean", "ik.reduce_max", "ik.reduce_min", "ik.reduce_prod")
+
+
+class ReduceKeepdims(Pattern):
+    """``reshape(reduce(x, axes))`` that re-inserts the reduced axes as 1 → ``reduce(x, axes, keepdims)``."""
+
+    name = "reduce-keepdims"
+    roots = ("ik.reshape",)
+
+    def match(self, op: Op) -> Match | None:
+        red = op_is(op.operand(0), *_REDUCE)
+        if red is None or red.attrs.get("keepdims", False):
+            return None
+        x = red.operand(0)
+        axes = red.attrs.get("axes") or tuple(range(x.type.rank))
+        axes = {normalize_axis(a, x.type.rank) for a in axes}
+        want = tuple(1 if i in axes else d for i, d in enumerate(x.type.shape))
+        if tuple(op.results[0].type.shape) != want:
+            return None
+        return Match(red=red)
+
+    def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
+        red = m["red"]
+        attrs = dict(red.attrs)
+        attrs["keepdims"] = True
+        out = rw.create(op, red.name, [red.operand(0)], attrs).results[0]
+        rw.replace_op(op, [out])
+
+
+class SumDivToMean(Pattern):
+    """``reduce_sum(x, axes) / N`` with N the number of reduced elements → ``reduce_mean(x, axes)``."""
+
+    name = "sum-div-to-mean"
+    roots = ("ik.div", "ik.mul")
+
+    def match(self, op: Op) -> Match | None:
+        s, c = op.operands
+        red = op_is(s, "ik.reduce_sum")
+        f = scalar_factor(c, s)
+        if red is None or f is None or not s.type.dtype.is_float:
+            return None
+        x = red.operand(0)
+        axes = red.attrs.get("axes") or tuple(range(x.type.rank))
+        n = 1
+        for a in axes:
+            d = x.type.shape[normalize_axis(a, x.type.rank)]
+            if not isinstance(d, int):
+                return None
+            n *= d
+        want = float(n) if op.name == "ik.div" else 1.0 / n
+        if n == 0 or abs(f - want) > 1e-6 * abs(want):
+            return None
+        if op.results[0].type != s.type:
+            return None
+        return Match(red=red)
+
+    def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
+        red = m["red"]
+        out = rw.create(op, "ik.reduce_mean", [red.operand(0)], dict(red.attrs)).results[0]
+        rw.replace_op(op, [out])
+
+
+_NARY_ELEMENTWISE = frozenset({"ik.where"}) | {
+    n for n, d in OPS.items() if d.has("elementwise") and (d.has("binary") or d.has("compare") or d.has("logical"))
+    and n != "ik.not"}
+
+
+class ImplicitBroadcast(Pattern):
+    """An elementwise operand ``broadcast(x)`` (or a reshape that only prepends 1s) → ``x``.
+
+    The ops broadcast their operands NumPy-style, so the explicit broadcast that
+    JAX and StableHLO write is dropped whenever the result type stays the same.
+    """
+
+    name = "implicit-broadcast"
+
+    def match(self, op: Op) -> Match | None:
+        if op.name not in _NARY_ELEMENTWISE:
+            return None
+        new = list(op.operands)
+        changed = False
+        for i, v in enumerate(op.operands):
+            p = v.producer
+            if p is None:
+                continue
+            if p.name == "ik.broadcast":
+                new[i] = p.operand(0)
+                changed = True
+            elif p.name == "ik.reshape":
+                x = p.operand(0)
+                lead = v.type.rank - x.type.rank
+                if lead > 0 and tuple(v.type.shape[lead:]) == tuple(x.type.shape) and \
+                        all(d == 1 for d in v.type.shape[:lead]):
+                    new[i] = x
+                    changed = True
+        if not changed:
+            return None
+        from irkit.ir.ops import OpError, infer_types
+
+        try:
+            got = infer_types(op.name, [v.type for v in new], op.attrs)
+        except OpError:
+            return None
+        if got != op.result_types:
+            return None
+        return Match(operands=new)
+
+    def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
+        out = rw.create(op, op.name, m["operands"], dict(op.attrs)).results[0]
+        rw.replace_op(op, [out])
+
+
+class SplatToScalar(Pattern):
+    """An elementwise operand that is a splat constant of any shape → a rank-0 constant.
+
+    Exporters (and constant folding of their broadcasts) materialise scalars at
+    full shape; a rank-0 constant states the same thing and lets rules that
+    look for "a scalar factor" see it.
+    """
+
+    name = "splat-to-scalar"
+
+    def match(self, op: Op) -> Match | None:
+        if op.name not in _NARY_ELEMENTWISE:
+            return None
+        types = [v.type for v in op.operands]
+        changed = False
+        for i, v in enumerate(op.operands):
+            p = v.producer
+            if p is None or p.name != "ik.constant" or v.type.rank == 0:
+                continue
+            d = p.attrs["value"]
+            if d.size == 0 or not d.is_splat:
+                continue
+            types[i] = TensorType((), v.type.dtype)
+            changed = True
+        if not changed:
+            return None
+        from irkit.ir.ops import OpError, infer_types
+
+        try:
+            got = infer_types(op.name, types, op.attrs)
+        except OpError:
+            return None
+        if got != op.result_types:
+            return None
+        return Match(types=types)
+
+    def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
+        operands = []
+        for v, t in zip(op.operands, m["types"]):
+            if t != v.type:
+                val = v.producer.attrs["value"].splat_value()  # type: ignore[union-attr]
+                v = const_scalar(rw, op, val, v.type.dtype)
+            operands.append(v)
+        out = rw.create(op, op.name, operands, dict(op.attrs)).results[0]
+        rw.replace_op(op, [out])
+
+
+_INF_RULES = [
+    Rule("max-neg-inf", P("ik.max", V("x"), C(-math.inf)), "x"),
+    Rule("min-pos-inf", P("ik.min", V("x"), C(math.inf)), "x"),
+]
 
 
 # ---------------------------------------------------------------------------
@@ -463,9 +554,9 @@ class ScaleDivToMul(Pattern):
     def match(self, op: Op) -> Match | None:
         x, c = op.operands
         f = scalar_factor(c, x)
-        if f is None or f == 0 or not math.isfinite(f) or x.producer is None:
+        if f is None or f == 0 or not math.isfinite(f):
             return None
-        if x.producer.name == "ik.constant":
+        if x.producer is not None and x.producer.name == "ik.constant":
             return None
         if not (reaches_softmax(x) or feeds_scores_contraction(op.results[0])):
             return None
@@ -519,7 +610,7 @@ class ScaleThroughShape(Pattern):
         f = scalar_factor(c, x)
         if f is None or x.type != p.results[0].type:
             return None
-        if not feeds_scores_contraction(op.results[0]):
+        if not (feeds_scores_contraction(op.results[0]) or reaches_softmax(op.results[0])):
             return None
         return Match(x=x, f=f)
 
@@ -795,6 +886,23 @@ def _peel_keepdims(v: Value, want_rank: int) -> Value:
     return v
 
 
+def _is_kept_sum(den: Value, red: Op, ax: int) -> bool:
+    """``den`` is ``red``'s per-row result with axis ``ax`` kept as 1 (then maybe broadcast back)."""
+    x = red.operand(0)
+    kept = tuple(1 if i == ax else d for i, d in enumerate(x.type.shape))
+    v = den
+    b = op_is(v, "ik.broadcast")
+    if b is not None:
+        if tuple(b.operand(0).type.shape) != kept:
+            return False
+        v = b.operand(0)
+    if v is red.results[0]:
+        return bool(red.attrs.get("keepdims", False)) and tuple(v.type.shape) == kept
+    r = op_is(v, "ik.reshape")
+    return r is not None and r.operand(0) is red.results[0] and tuple(v.type.shape) == kept \
+        and not red.attrs.get("keepdims", False)
+
+
 class RaiseSoftmax(Pattern):
     """``exp(x - c) / sum(exp(x - c), axis)`` → ``softmax(x, axis)`` (``c`` constant along the axis)."""
 
@@ -825,7 +933,7 @@ class RaiseSoftmax(Pattern):
         ax = _reduced_axis(red, rank)
         if ax is None:
             return Fail(f"the sum reduces axes {list(red.attrs.get('axes') or ())}, not one axis", red)
-        if den.type.rank != rank or den.type.shape[ax] != 1:
+        if not _is_kept_sum(den, red, ax):
             return Fail(f"the sum over axis {ax} is not broadcast back along axis {ax}", red)
         if op.results[0].type != num.type:
             return Fail("the division broadcasts to a larger shape than the exp", op)
@@ -834,14 +942,10 @@ class RaiseSoftmax(Pattern):
         s = op_is(z, "ik.sub")
         if s is not None:
             c = s.operand(1)
-            if c.type.rank == rank and c.type.shape[ax] == 1 and s.operand(0).type == z.type:
+            # softmax(x) = exp(x - c) / sum(exp(x - c)) for any c constant along the axis (usually max(x)).
+            if c.type.rank <= rank and (c.type.rank < rank - ax or c.type.shape[ax - rank] == 1) \
+                    and s.operand(0).type == z.type:
                 x = s.operand(0)
-                mx = op_is(_peel_keepdims(c, rank), "ik.reduce_max")
-                if mx is not None and not same_value(mx.operand(0), x):
-                    x = z  # subtracting something else: softmax of (x - c) is still right
-                elif mx is not None and _reduced_axis(mx, rank) != ax:
-                    return Fail(f"the max is taken over axis {_reduced_axis(mx, rank)}, "
-                                f"but the sum over axis {ax}", mx)
         return Match(x=x, axis=ax)
 
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
@@ -853,7 +957,8 @@ class RaiseSoftmax(Pattern):
 def attention_canonicalization_patterns() -> list[Pattern]:
     """The patterns :mod:`passes.canonicalize` runs for attention spellings."""
     return [
-        ContractToMatmul(), BatchReshapeOutOfMatmul(),
+        ContractToMatmul(), BatchReshapeOutOfMatmul(), ProbsOnLeft(),
+        ReduceKeepdims(), SumDivToMean(), ImplicitBroadcast(), SplatToScalar(), *rule_patterns(_INF_RULES),
         ScaleDivToMul(), ScaleCombine(), ScaleThroughShape(), ScaleOutOfScores(),
         WhereNot(), MaskFillOnElse(), NotCompare(), MergeWhereMasks(), AdditiveInfMask(),
         WhereBiasInside(), OneMinusMaskTimesC(),

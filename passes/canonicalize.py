@@ -192,7 +192,7 @@ class FoldConstants(Pattern):
             return  # leave it: the interpreter will report the error at run time
         new = []
         for r, y in zip(op.results, outs):
-            arr = np.ascontiguousarray(y)
+            arr = np.ascontiguousarray(y).reshape(np.shape(y))  # ascontiguousarray makes 0-d arrays 1-d
             d = Dense(arr, r.type.dtype)
             if arr.size > 1 and d.is_splat:
                 d = Dense.splat(arr.reshape(-1)[0], arr.shape, r.type.dtype)

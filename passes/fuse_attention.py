@@ -55,6 +55,7 @@ from irkit.passes.canon_attention import (
     leaves_of,
     mk,
     op_is,
+    reshaped,
     sample_bindings,
     scalar_factor,
     symbols_of,
@@ -101,6 +102,9 @@ class AttentionMatch:
     biases: list[tuple[Value, float]] = field(default_factory=list)
     ops: list[Op] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    k_small: tuple | None = None
+    """GQA: (value, shape) whose reshape is K before its heads were repeated."""
+    v_small: tuple | None = None
 
 
 _CHAIN = ("ik.mul", "ik.div", "ik.add", "ik.where", "ik.cast", "ik.sub")
@@ -240,8 +244,9 @@ def _tril_kind(keep: np.ndarray, shape: tuple, b: dict[str, int]) -> str:
     return "causal" if np.all(full == np.tril(np.ones((sq, sk), dtype=bool))) else "other"
 
 
-def _unrepeat(v: Value, axis: int) -> tuple[Value, int] | None:
-    """If ``v`` repeats each slice along ``axis`` n times in a row (repeat_interleave), the source and n."""
+def _unrepeat(v: Value, axis: int) -> tuple[Value, int, tuple] | None:
+    """If ``v`` repeats each slice along ``axis`` n times in a row (repeat_interleave semantics),
+    return ``(w, n, shape)``: ``reshape(w, shape)`` is the un-repeated tensor."""
     r = v.type.rank
     p = v.producer
     if p is None:
@@ -257,7 +262,7 @@ def _unrepeat(v: Value, axis: int) -> tuple[Value, int] | None:
             return None
         n = len(ids) // h
         if n > 1 and np.array_equal(ids, np.repeat(np.arange(h), n)):
-            return data, n
+            return data, n, tuple(data.type.shape)
         return None
     if p.name != "ik.reshape":
         return None
@@ -267,24 +272,20 @@ def _unrepeat(v: Value, axis: int) -> tuple[Value, int] | None:
     ys, vs = y.type.shape, v.type.shape
     if ys[:axis] != vs[:axis] or ys[axis + 2:] != vs[axis + 1:]:
         return None
-    h, n = ys[axis], ys[axis + 1]
+    n = ys[axis + 1]
     if not isinstance(n, int) or n < 2:
         return None
     bp = op_is(y, "ik.broadcast")
     if bp is None:
         return None
     z = bp.operand(0)
+    # The kv-head axis comes first and the new axis (size 1, broadcast to n) right after it:
+    # head h reads kv head h // n. The other order would be a tile (h % n_kv), not GQA.
     if z.type.rank != r + 1 or z.type.shape[axis + 1] != 1:
         return None
     if any(zd != yd for i, (zd, yd) in enumerate(zip(z.type.shape, ys)) if i != axis + 1):
         return None
-    zp = op_is(z, "ik.reshape")
-    if zp is not None and zp.operand(0).type.rank == r:
-        src = zp.operand(0)
-        want = tuple(d for i, d in enumerate(z.type.shape) if i != axis + 1)
-        if tuple(src.type.shape) == want:
-            return src, n
-    return None
+    return z, n, tuple(d for i, d in enumerate(z.type.shape) if i != axis + 1)
 
 
 def match_attention(sm: Op) -> AttentionMatch | Fail:
@@ -297,40 +298,17 @@ def match_attention(sm: Op) -> AttentionMatch | Fail:
     if ax != rank - 1:
         return Fail(f"softmax is over axis {ax}, not the key axis {rank - 1}", sm)
 
-    # -- up: P -> (cast) -> matmul(P, V)
-    ops: list[Op] = [sm]
-    p = sm.results[0]
-    while True:
-        users = p.users
-        if len(users) != 1 or len(p.uses) != 1:
-            names = ", ".join(sorted({u.name for u in users})) or "none"
-            return Fail(f"the attention probabilities have {len(p.uses)} uses ({names}), not one P·V matmul",
-                        p.producer)
-        u = users[0]
-        if u.name in ("ik.cast", "ik.dropout") and (u.name == "ik.dropout" or is_float_cast(u)):
-            ops.append(u)
-            p = u.results[0]
-            continue
-        break
-    if u.name != "ik.matmul":
-        return Fail(f"the attention probabilities feed {where(u)}, not a matmul with V", u)
-    if u.operand(0) is not p:
-        return Fail("the attention probabilities are the right operand of the matmul, not P·V", u)
-    pv = u
-    v = pv.operand(1)
-    ops.append(pv)
-
     # -- down: softmax input -> ... -> matmul(Q, Kᵀ)
-    am = AttentionMatch(sm, pv, q=x, k_src=x, k_perm=(), v_src=v, v_perm=(), rank=rank, scale=1.0, causal=False)
+    ops: list[Op] = [sm]
+    am = AttentionMatch(sm, sm, q=x, k_src=x, k_perm=(), v_src=x, v_perm=(), rank=rank, scale=1.0, causal=False)
     pending: list[tuple[str, Value, float]] = []  # additive terms with the factor applied after them
     factor = 1.0
     cur = x
-    masked_below_factor = False
     while True:
         op = cur.producer
         if op is None:
             return Fail("the softmax input is a function argument, not Q·Kᵀ", sm)
-        if cur is not x and len(cur.uses) != 1:
+        if len(cur.uses) != 1:
             return Fail(f"the scores computed by {where(op)} have {len(cur.uses)} uses; fusing would keep "
                         "them alive", op)
         ops.append(op)
@@ -350,7 +328,7 @@ def match_attention(sm: Op) -> AttentionMatch | Fail:
         if op.name in ("ik.mul", "ik.div"):
             a, c = op.operands
             f = scalar_factor(c, a)
-            if f is None and op.name == "ik.mul":
+            if f is None and op.name == "ik.mul" and scalar_factor(a, c) is not None:
                 f = scalar_factor(a, c)
                 a, c = c, a
             if f is None:
@@ -360,8 +338,6 @@ def match_attention(sm: Op) -> AttentionMatch | Fail:
                 if f == 0:
                     return Fail("the scores are divided by zero", op)
                 f = 1.0 / f
-            if masked_below_factor is False and pending and f <= 0:
-                return Fail(f"a non-positive factor {f:g} multiplies masked scores", op)
             factor *= f
             cur = a
             continue
@@ -394,7 +370,7 @@ def match_attention(sm: Op) -> AttentionMatch | Fail:
             if not lc and not rc:
                 return Fail(f"neither operand of {where(op)} comes from Q·Kᵀ", op)
             term, cur = (r, l) if lc else (l, r)
-            if term.type.shape != op.results[0].type.shape and cur.type != op.results[0].type:
+            if cur.type != op.results[0].type:
                 return Fail("the additive term broadcasts the scores to a larger shape", op)
             if factor <= 0:
                 return Fail(f"a non-positive factor {factor:g} multiplies the biased scores", op)
@@ -404,6 +380,29 @@ def match_attention(sm: Op) -> AttentionMatch | Fail:
                     op)
     qk = op
     am.scale = factor
+    # -- up: P -> (cast) -> matmul(P, V)
+    p = sm.results[0]
+    while True:
+        users = p.users
+        if len(users) != 1 or len(p.uses) != 1:
+            names = ", ".join(sorted({u.name for u in users})) or "none"
+            return Fail(f"the attention probabilities have {len(p.uses)} uses ({names}), not one P·V matmul",
+                        p.producer)
+        u = users[0]
+        if u.name in ("ik.cast", "ik.dropout") and (u.name == "ik.dropout" or is_float_cast(u)):
+            ops.append(u)
+            p = u.results[0]
+            continue
+        break
+    if u.name != "ik.matmul":
+        return Fail(f"the attention probabilities feed {where(u)}, not a matmul with V", u)
+    if u.operand(0) is not p:
+        return Fail("the attention probabilities are the right operand of the matmul, not P·V", u)
+    pv = u
+    v = pv.operand(1)
+    ops.append(pv)
+    am.pv = pv
+
     if not math.isfinite(factor) or factor == 0:
         return Fail(f"the scale {factor:g} is not a finite non-zero number", qk)
     q, kt = qk.operands
@@ -450,7 +449,7 @@ def match_attention(sm: Op) -> AttentionMatch | Fail:
         ku = _unrepeat(am.k_src, am.k_perm[1])
         vu = _unrepeat(am.v_src, am.v_perm[1])
         if ku is not None and vu is not None and ku[1] == vu[1]:
-            am.k_src, am.v_src = ku[0], vu[0]
+            am.k_small, am.v_small = (ku[0], ku[2]), (vu[0], vu[2])
             am.notes.append(f"K and V heads repeated {ku[1]}x are passed un-repeated (grouped-query attention)")
 
     # -- masks and biases, by value
@@ -462,7 +461,7 @@ def match_attention(sm: Op) -> AttentionMatch | Fail:
                 return Fail("the where condition is not boolean", val.producer)
             cl.keep(val)
         else:
-            why = cl.additive(val, f / factor if factor else 1.0)
+            why = cl.additive(val, f)
             if why:
                 return Fail(why, val.producer)
     for m in am.masks + am.mask_eqs:
@@ -519,8 +518,12 @@ class FuseAttentionPattern(Pattern):
         loc = Location.fuse([o.loc for o in reversed(am.ops)])
         r = am.rank
         q = am.q
-        k = transposed(rw, pv, am.k_src, am.k_perm)
-        v = transposed(rw, pv, am.v_src, am.v_perm)
+        k_src, v_src = am.k_src, am.v_src
+        if am.k_small is not None and am.v_small is not None:
+            k_src = reshaped(rw, pv, am.k_small[0], am.k_small[1])
+            v_src = reshaped(rw, pv, am.v_small[0], am.v_small[1])
+        k = transposed(rw, pv, k_src, am.k_perm)
+        v = transposed(rw, pv, v_src, am.v_perm)
         masks: list[Value] = list(am.masks)
         for a in am.mask_eqs:
             zero = const_scalar(rw, pv, 0.0, a.type.dtype)

@@ -101,7 +101,11 @@ class NewGELU(nn.Module):
     """GPT-2's ``gelu_new``: the tanh approximation written out as elementwise math."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+        return (
+            0.5
+            * x
+            * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+        )
 
 
 def _activation(form: GeluForm) -> nn.Module:
@@ -122,7 +126,9 @@ class GPT2Attention(nn.Module):
         self.resid_dropout = nn.Dropout(cfg.dropout)
         n = cfg.max_positions
         self.register_buffer(
-            "bias", torch.tril(torch.ones((n, n), dtype=torch.bool)).view(1, 1, n, n), persistent=True
+            "bias",
+            torch.tril(torch.ones((n, n), dtype=torch.bool)).view(1, 1, n, n),
+            persistent=True,
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -467,7 +473,8 @@ def bert_jax_apply(
     for i in range(cfg.layers):
         pre = f"layer.{i}."
         q, k, v = (
-            linear(pre + f"attention.{n}", h).reshape(bsz, seq, nh, hd) for n in ("query", "key", "value")
+            linear(pre + f"attention.{n}", h).reshape(bsz, seq, nh, hd)
+            for n in ("query", "key", "value")
         )
         if cfg.attn == "sdpa":
             y = jax.nn.dot_product_attention(q, k, v, bias=mask_bias.astype(q.dtype))
@@ -482,27 +489,17 @@ def bert_jax_apply(
     return h
 
 
-def _jax_inputs(inputs: tuple[torch.Tensor, ...]) -> tuple[Any, ...]:
-    import jax.numpy as jnp
-
-    return tuple(jnp.asarray(t.numpy().astype(np.int32)) for t in inputs)
-
-
-def _jax_example(model: nn.Module, inputs: tuple[torch.Tensor, ...], apply: Callable[..., Any]) -> JaxExample:
-    params = numpy_params(model)
-    cfg = model.config
-
-    def jax_fn(*args: Any) -> Any:
-        return apply(params, *args, cfg=cfg)
-
-    return jax_fn, _jax_inputs(inputs)
-
-
 # ----------------------------------------------------------------------------- factories
 
 _GPT2_TINY = GPT2Config(hidden=64, layers=2, heads=2, seq=16, max_positions=64)
 _GPT2_SMALL = GPT2Config(
-    hidden=256, layers=4, heads=8, seq=128, max_positions=256, vocab_size=2048, tie_word_embeddings=False
+    hidden=256,
+    layers=4,
+    heads=8,
+    seq=128,
+    max_positions=256,
+    vocab_size=2048,
+    tie_word_embeddings=False,
 )
 _BERT_TINY = GPT2Config(
     hidden=64, layers=2, heads=4, seq=16, max_positions=64, gelu="erf", layer_norm_eps=1e-12, seed=1
@@ -522,17 +519,46 @@ _BERT_SMALL = GPT2Config(
 
 def gpt2(cfg: GPT2Config = _GPT2_TINY) -> TorchExample:
     """GPT-2 from a config: ``(model, (input_ids,), {"input_ids": {0: B, 1: S}})``."""
-    model = GPT2LMHeadModel(cfg).eval()
+    model = GPT2LMHeadModel(cfg)
+    model.eval().requires_grad_(False)  # inference: frozen weights
     b, s = _dims(cfg, causal_buffer=cfg.attn == "eager")
     return model, (_token_ids(cfg, seed=100 + cfg.seed),), {"input_ids": {0: b, 1: s}}
 
 
 def bert(cfg: GPT2Config = _BERT_TINY) -> TorchExample:
     """BERT from a config: inputs ``(input_ids, token_type_ids, attention_mask)``, all (B, S) int64."""
-    model = BertModel(cfg).eval()
+    model = BertModel(cfg)
+    model.eval().requires_grad_(False)  # inference: frozen weights
     b, s = _dims(cfg, causal_buffer=False)
-    dyn = {"input_ids": {0: b, 1: s}, "token_type_ids": {0: b, 1: s}, "attention_mask": {0: b, 1: s}}
+    dyn = {
+        "input_ids": {0: b, 1: s},
+        "token_type_ids": {0: b, 1: s},
+        "attention_mask": {0: b, 1: s},
+    }
     return model, _bert_inputs(cfg, seed=100 + cfg.seed), dyn
+
+
+def _jax_example(example: TorchExample, apply: Callable[..., Any]) -> JaxExample:
+    import jax.numpy as jnp
+
+    model, inputs, _ = example
+    params = numpy_params(model)
+    cfg = model.config
+
+    def jax_fn(*args: Any) -> Any:
+        return apply(params, *args, cfg=cfg)
+
+    return jax_fn, tuple(jnp.asarray(t.numpy().astype(np.int32)) for t in inputs)
+
+
+def gpt2_jax(cfg: GPT2Config = _GPT2_TINY) -> JaxExample:
+    """JAX twin of :func:`gpt2` built from the same torch weights; ids as int32."""
+    return _jax_example(gpt2(cfg), gpt2_jax_apply)
+
+
+def bert_jax(cfg: GPT2Config = _BERT_TINY) -> JaxExample:
+    """JAX twin of :func:`bert` built from the same torch weights; ids and mask as int32."""
+    return _jax_example(bert(cfg), bert_jax_apply)
 
 
 def gpt2_tiny() -> TorchExample:
@@ -582,44 +608,44 @@ def bert_small_sdpa() -> TorchExample:
 
 def gpt2_tiny_jax() -> JaxExample:
     """JAX twin of :func:`gpt2_tiny` with the same weights and inputs (ids as int32)."""
-    return _jax_example(*gpt2_tiny()[:2], gpt2_jax_apply)
+    return gpt2_jax(_GPT2_TINY)
 
 
 def gpt2_tiny_sdpa_jax() -> JaxExample:
     """JAX twin of :func:`gpt2_tiny_sdpa` (``jax.nn.dot_product_attention``)."""
-    return _jax_example(*gpt2_tiny_sdpa()[:2], gpt2_jax_apply)
+    return gpt2_jax(replace(_GPT2_TINY, attn="sdpa"))
 
 
 def gpt2_tiny_fp16_jax() -> JaxExample:
     """JAX twin of :func:`gpt2_tiny_fp16`."""
-    return _jax_example(*gpt2_tiny_fp16()[:2], gpt2_jax_apply)
+    return gpt2_jax(replace(_GPT2_TINY, dtype="float16"))
 
 
 def gpt2_small_jax() -> JaxExample:
     """JAX twin of :func:`gpt2_small`."""
-    return _jax_example(*gpt2_small()[:2], gpt2_jax_apply)
+    return gpt2_jax(_GPT2_SMALL)
 
 
 def gpt2_small_sdpa_jax() -> JaxExample:
     """JAX twin of :func:`gpt2_small_sdpa`."""
-    return _jax_example(*gpt2_small_sdpa()[:2], gpt2_jax_apply)
+    return gpt2_jax(replace(_GPT2_SMALL, attn="sdpa"))
 
 
 def bert_tiny_jax() -> JaxExample:
     """JAX twin of :func:`bert_tiny`."""
-    return _jax_example(*bert_tiny()[:2], bert_jax_apply)
+    return bert_jax(_BERT_TINY)
 
 
 def bert_tiny_sdpa_jax() -> JaxExample:
     """JAX twin of :func:`bert_tiny_sdpa`."""
-    return _jax_example(*bert_tiny_sdpa()[:2], bert_jax_apply)
+    return bert_jax(replace(_BERT_TINY, attn="sdpa"))
 
 
 def bert_small_jax() -> JaxExample:
     """JAX twin of :func:`bert_small`."""
-    return _jax_example(*bert_small()[:2], bert_jax_apply)
+    return bert_jax(_BERT_SMALL)
 
 
 def bert_small_sdpa_jax() -> JaxExample:
     """JAX twin of :func:`bert_small_sdpa`."""
-    return _jax_example(*bert_small_sdpa()[:2], bert_jax_apply)
+    return bert_jax(replace(_BERT_SMALL, attn="sdpa"))

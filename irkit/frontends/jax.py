@@ -27,12 +27,25 @@ import hashlib
 import inspect
 import os
 import traceback
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
-from irkit.frontends.common import FrontendError, UnsupportedOps, record_symbol_examples, sanitize_name
-from irkit.frontends.jax_emit import Emitter, Unsupported, check_result_type, ir_dtype, remove_dead_ops, sym_dim
+from irkit.frontends.common import (
+    FrontendError,
+    UnsupportedOps,
+    record_symbol_examples,
+    sanitize_name,
+)
+from irkit.frontends.jax_emit import (
+    Emitter,
+    Unsupported,
+    check_result_type,
+    ir_dtype,
+    remove_dead_ops,
+    sym_dim,
+)
 from irkit.frontends.jax_stablehlo import import_hlo, import_stablehlo
 from irkit.ir.builder import Builder
 from irkit.ir.core import Function, Graph, Location, Module, Value
@@ -43,7 +56,7 @@ from irkit.ir.verify import verify
 def _jax() -> Any:
     try:
         import jax
-        import jax.extend.core  # noqa: F401 - registers jax.extend.core
+        import jax.extend.core
     except ImportError as e:  # pragma: no cover - jax is an optional dependency
         raise FrontendError(f"the JAX frontend needs jax: {e} (pip install 'irkit[jax]')") from None
     return jax
@@ -64,7 +77,7 @@ def _key_str(k: Any) -> str:
     return str(k)
 
 
-def _arg_names(fn: Callable[..., Any], paths: Sequence[tuple[Any, ...]], n_args: int) -> list[str]:
+def _arg_names(fn: Callable[..., Any], paths: Sequence[tuple[Any, ...]]) -> list[str]:
     """``params.wte.weight``, ``input_ids``: the parameter name, then the pytree path."""
     try:
         params = [p for p in inspect.signature(fn).parameters.values()
@@ -88,7 +101,9 @@ def _arg_names(fn: Callable[..., Any], paths: Sequence[tuple[Any, ...]], n_args:
 
 
 def _closure_leaves(fn: Any, jax: Any, depth: int = 0) -> list[tuple[str, Any]]:
-    """(name, array) for arrays that ``fn`` closes over: cells, partial args, nested closures."""
+    """(name, array) for arrays ``fn`` can see: closure cells, ``functools.partial``
+    arguments, module globals it names, and the same in functions it calls from its
+    own module (``apply`` in a closure, ``layer`` in the same file)."""
     out: list[tuple[str, Any]] = []
     if depth > 3 or fn is None:
         return out
@@ -100,33 +115,65 @@ def _closure_leaves(fn: Any, jax: Any, depth: int = 0) -> list[tuple[str, Any]]:
         return out + _closure_leaves(fn.func, jax, depth + 1)
     fn = getattr(fn, "__wrapped__", fn)
     code = getattr(fn, "__code__", None)
-    cells = getattr(fn, "__closure__", None) or ()
     if code is None:
         return out
-    for name, cell in zip(code.co_freevars, cells):
+    seen: list[tuple[str, Any]] = []
+    for name, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):
         try:
-            v = cell.cell_contents
-        except ValueError:
+            seen.append((name, cell.cell_contents))
+        except ValueError:  # an empty cell
             continue
-        if callable(v) and not hasattr(v, "shape"):
-            out += _closure_leaves(v, jax, depth + 1)
-        else:
+    module_globals = getattr(fn, "__globals__", {})
+    seen += [(name, module_globals[name]) for name in code.co_names if name in module_globals]
+    for name, v in seen:
+        if _is_array(v) or isinstance(v, (dict, list, tuple)):
             out += _pytree_leaves(name, v, jax)
+        elif callable(v) and getattr(v, "__module__", None) == getattr(fn, "__module__", None):
+            out += _closure_leaves(v, jax, depth + 1)
     return out
 
 
+def _is_array(v: Any) -> bool:
+    # Not hasattr(v, "shape"): the numpy and jax.numpy modules have shape() and dtype() functions.
+    return isinstance(getattr(v, "shape", None), tuple) and hasattr(v, "dtype")
+
+
 def _pytree_leaves(name: str, v: Any, jax: Any) -> list[tuple[str, Any]]:
-    if hasattr(v, "shape") and hasattr(v, "dtype"):
+    """(path, array) for the arrays in ``v``, a closure variable called ``name``.
+
+    Inside a container the path names the array (``wte.weight``); the
+    variable's name adds nothing.
+    """
+    if _is_array(v):
         return [(name, v)]
-    if not isinstance(v, (dict, list, tuple)):
+    return [(".".join(parts), leaf) for parts, leaf in _walk(v, jax, 0)]
+
+
+def _walk(v: Any, jax: Any, depth: int) -> list[tuple[list[str], Any]]:
+    """Leaves of a pytree with their key paths; dicts keep their insertion order.
+
+    Insertion order matters for tied weights: a state dict lists ``wte.weight``
+    before the ``lm_head.weight`` that shares its values, and the first wins.
+    """
+    if _is_array(v):
+        return [([], v)]
+    if depth > 8:
         return []
-    try:
-        leaves = jax.tree_util.tree_flatten_with_path(v)[0]
-    except Exception:  # noqa: BLE001 - an odd container is not worth failing the import for
-        return []
-    # Inside a container the path names the array ("wte.weight"); the variable name adds nothing.
-    return [(".".join(_key_str(k) for k in path), leaf) for path, leaf in leaves
-            if hasattr(leaf, "shape") and hasattr(leaf, "dtype")]
+    if isinstance(v, dict):
+        items = [(str(k), x) for k, x in v.items()]
+    elif isinstance(v, (list, tuple)):
+        items = [(str(i), x) for i, x in enumerate(v)]
+    else:
+        try:
+            flat = jax.tree_util.tree_flatten_with_path(v)[0]
+        except Exception:  # noqa: BLE001 - an odd object is not worth failing the import for
+            return []
+        return [([_key_str(k) for k in path], leaf) for path, leaf in flat if _is_array(leaf)]
+    out: list[tuple[list[str], Any]] = []
+    for key, x in items:
+        for parts, leaf in _walk(x, jax, depth + 1):
+            out.append(([key] + parts, leaf))
+    return out
 
 
 class _ConstNamer:
@@ -219,24 +266,36 @@ _CALLS = {"pjit": "jaxpr", "jit": "jaxpr", "closed_call": "call_jaxpr", "core_ca
           "remat2": "jaxpr", "named_call": "call_jaxpr"}
 
 
+_Out = Value | list[Value]
+
+
 class _JaxprImporter:
+    """Walks a jaxpr, building IR; ``_p_<primitive>`` methods translate primitives with parameters.
+
+    Each gets the equation, its operands as IR values, its parameters and its
+    result types (from the avals, symbolic dims included).
+    """
+
     def __init__(self, jax: Any, builder: Builder, namer: _ConstNamer):
         self.jax = jax
         self.em = Emitter(builder)
         self.namer = namer
         self.unsupported = UnsupportedOps("jax")
-        self._consts: dict[int, Value] = {}
+        # id -> (the constant, its value): holding the constant keeps its id from being reused.
+        self._consts: dict[int, tuple[Any, Value]] = {}
         self._core = jax.extend.core
+        self._poison: set[int] = set()
+        self._stand_ins: list[Value] = []  # keeps poisoned ids from being reused
 
     # -- values ----------------------------------------------------------------
     def constant(self, c: Any) -> Value:
         hit = self._consts.get(id(c))
         if hit is not None:
-            return hit
+            return hit[1]
         arr = np.asarray(c)
         dt = ir_dtype(arr.dtype)
         v = self.em.constant(arr, dt, name=self.namer.name(c, arr))
-        self._consts[id(c)] = v
+        self._consts[id(c)] = (c, v)
         return v
 
     def read(self, env: Mapping[Any, Value], v: Any) -> Value:
@@ -249,7 +308,9 @@ class _JaxprImporter:
         return env[v]
 
     # -- walking -----------------------------------------------------------------
-    def run(self, jaxpr: Any, consts: Sequence[Value], args: Sequence[Value], scope: str) -> list[Value]:
+    def run(self, jaxpr: Any, consts: Sequence[Value], args: Sequence[Value], scope: str,
+            call_loc: Location | None = None) -> list[Value]:
+        """Translate ``jaxpr``; ``call_loc`` (where it was called) stands in for ops with no user frame."""
         env: dict[Any, Value] = {}
         for var, val in zip(jaxpr.constvars, consts):
             env[var] = val
@@ -257,30 +318,49 @@ class _JaxprImporter:
             env[var] = val
         for eqn in jaxpr.eqns:
             loc = _location(eqn, scope)
+            if loc.file is None and call_loc is not None and call_loc.file is not None:
+                # Library code inlined from a call (jnp.cumsum is a jit): point at the call.
+                loc = Location(call_loc.file, call_loc.line, call_loc.col, loc.name)
             self.em.loc = loc
-            ins = [self.read(env, v) for v in eqn.invars]
             prim = eqn.primitive.name
             try:
+                ins = [self.read(env, v) for v in eqn.invars]
+                if any(id(v) in self._poison for v in ins):
+                    # Downstream of an equation already reported: stay quiet rather than cascade.
+                    for var in eqn.outvars:
+                        env[var] = self.stand_in(var.aval)
+                    continue
                 outs = self.eqn(eqn, ins, scope)
                 for var, val in zip(eqn.outvars, outs):
                     check_result_type(val.type, _tensor_type(var.aval), prim)
             except Unsupported as e:
                 self.unsupported.add(prim if e.what == prim else f"{prim} ({e.what})", loc)
                 # Stand-ins keep the walk going so that every unsupported op is reported.
-                outs = [Value(_tensor_type(var.aval)) for var in eqn.outvars]
+                outs = [self.stand_in(var.aval) for var in eqn.outvars]
             for var, val in zip(eqn.outvars, outs):
                 if not isinstance(var, self._core.DropVar):
                     env[var] = val
         return [self.read(env, v) for v in jaxpr.outvars]
 
+    def stand_in(self, aval: Any) -> Value:
+        """A free value standing in for the result of an equation that was not translated."""
+        try:
+            v = Value(_tensor_type(aval))
+        except Unsupported:
+            v = Value(TensorType((), ir_dtype(np.float32)))
+        self._poison.add(id(v))
+        self._stand_ins.append(v)
+        return v
+
     def call(self, sub: Any, ins: Sequence[Value], scope: str) -> list[Value]:
+        loc = self.em.loc
         if isinstance(sub, self._core.ClosedJaxpr):
             consts = [self.constant(c) for c in sub.consts]
-            return self.run(sub.jaxpr, consts, ins, scope)
+            return self.run(sub.jaxpr, consts, ins, scope, loc)
         if isinstance(sub, self._core.Jaxpr):
             if sub.constvars:
                 raise Unsupported("open jaxpr with constants")
-            return self.run(sub, [], ins, scope)
+            return self.run(sub, [], ins, scope, loc)
         raise Unsupported(f"call of a {type(sub).__name__}")
 
     def dims(self, shape: Iterable[Any]) -> tuple[Dim, ...]:
@@ -317,100 +397,100 @@ class _JaxprImporter:
         return out if isinstance(out, list) else [out]
 
     # -- primitives with parameters ------------------------------------------------
-    def _p_square(self, eqn, ins, p, ot):
+    def _p_square(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
         return self.em.binary("mul", ins[0], ins[0])
 
-    def _p_integer_pow(self, eqn, ins, p, ot):
+    def _p_integer_pow(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
         return self.em.integer_pow(ins[0], int(p["y"]))
 
-    def _p_exp2(self, eqn, ins, p, ot):
+    def _p_exp2(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
         return self.em.unary("exp", self.em.binary("mul", ins[0], self.em.scalar(np.log(2.0), ins[0].dtype)))
 
-    def _p_log1p(self, eqn, ins, p, ot):
+    def _p_log1p(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
         return self.em.unary("log", self.em.binary("add", ins[0], self.em.scalar(1, ins[0].dtype)))
 
-    def _p_expm1(self, eqn, ins, p, ot):
+    def _p_expm1(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
         return self.em.binary("sub", self.em.unary("exp", ins[0]), self.em.scalar(1, ins[0].dtype))
 
-    def _p_tan(self, eqn, ins, p, ot):
+    def _p_tan(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
         return self.em.binary("div", self.em.unary("sin", ins[0]), self.em.unary("cos", ins[0]))
 
-    def _p_erfc(self, eqn, ins, p, ot):
+    def _p_erfc(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
         return self.em.binary("sub", self.em.scalar(1, ins[0].dtype), self.em.unary("erf", ins[0]))
 
-    def _p_is_finite(self, eqn, ins, p, ot):
+    def _p_is_finite(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
         return self.em.is_finite(ins[0])
 
-    def _p_not(self, eqn, ins, p, ot):
+    def _p_not(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
         return self.em.bitwise_not(ins[0])
 
-    def _p_and(self, eqn, ins, p, ot):
+    def _p_and(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
         return self.em.logical("and", *ins)
 
-    def _p_or(self, eqn, ins, p, ot):
+    def _p_or(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
         return self.em.logical("or", *ins)
 
-    def _p_xor(self, eqn, ins, p, ot):
+    def _p_xor(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
         return self.em.logical("xor", *ins)
 
-    def _p_select_n(self, eqn, ins, p, ot):
+    def _p_select_n(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
         return self.em.select_n(ins[0], ins[1:])
 
-    def _p_clamp(self, eqn, ins, p, ot):
+    def _p_clamp(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
         return self.em.clamp(*ins)
 
-    def _p_convert_element_type(self, eqn, ins, p, ot):
+    def _p_convert_element_type(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
         return self.em.cast(ins[0], ot[0].dtype)
 
-    def _p_reduce_precision(self, eqn, ins, p, ot):
+    def _p_reduce_precision(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
         return self.em.reduce_precision(ins[0], int(p["exponent_bits"]), int(p["mantissa_bits"]))
 
-    def _p_dim_as_value(self, eqn, ins, p, ot):
+    def _p_dim_as_value(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
         return self.em.op("dim_value", dim=(sym_dim(p["dim"]),), dtype=ot[0].dtype)
 
-    def _p_broadcast_in_dim(self, eqn, ins, p, ot):
+    def _p_broadcast_in_dim(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
         return self.em.broadcast_in_dim(ins[0], self.dims(p["shape"]), p["broadcast_dimensions"])
 
-    def _p_reshape(self, eqn, ins, p, ot):
+    def _p_reshape(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
         x = ins[0]
         if p.get("dimensions") is not None:
             x = self.em.transpose(x, p["dimensions"])
         return self.em.reshape(x, ot[0].shape)
 
-    def _p_squeeze(self, eqn, ins, p, ot):
+    def _p_squeeze(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
         return self.em.reshape(ins[0], ot[0].shape)
 
     _p_expand_dims = _p_squeeze
 
-    def _p_transpose(self, eqn, ins, p, ot):
+    def _p_transpose(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
         return self.em.transpose(ins[0], p["permutation"])
 
-    def _p_argmax(self, eqn, ins, p, ot):
+    def _p_argmax(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
         return self.em.argmax(ins[0], int(p["axes"][0]), ot[0].dtype)
 
-    def _p_argmin(self, eqn, ins, p, ot):
+    def _p_argmin(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
         return self.em.argmax(ins[0], int(p["axes"][0]), ot[0].dtype, argmin=True)
 
-    def _p_iota(self, eqn, ins, p, ot):
+    def _p_iota(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
         return self.em.iota(self.dims(p["shape"]), int(p["dimension"]), ot[0].dtype)
 
-    def _p_concatenate(self, eqn, ins, p, ot):
+    def _p_concatenate(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
         return self.em.concat(ins, int(p["dimension"]))
 
-    def _p_split(self, eqn, ins, p, ot):
+    def _p_split(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
         return self.em.split(ins[0], self.dims(p["sizes"]), int(p["axis"]))
 
-    def _p_pad(self, eqn, ins, p, ot):
+    def _p_pad(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
         cfg = p["padding_config"]
         return self.em.pad(ins[0], ins[1], [c[0] for c in cfg], [c[1] for c in cfg], [c[2] for c in cfg])
 
-    def _p_slice(self, eqn, ins, p, ot):
+    def _p_slice(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
         return self.em.slice(ins[0], self.dims(p["start_indices"]), self.dims(p["limit_indices"]), p.get("strides"))
 
-    def _p_dynamic_slice(self, eqn, ins, p, ot):
+    def _p_dynamic_slice(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
         return self.em.dynamic_slice(ins[0], ins[1:], self.dims(p["slice_sizes"]))
 
-    def _p_gather(self, eqn, ins, p, ot):
+    def _p_gather(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
         dn = p["dimension_numbers"]
         mode = str(p.get("mode", ""))
         return self.em.gather(
@@ -419,17 +499,25 @@ class _JaxprImporter:
             start_indices_batching_dims=dn.start_indices_batching_dims, index_vector_dim=ins[1].type.rank - 1,
             slice_sizes=self.dims(p["slice_sizes"]), out_shape=ot[0].shape, clamp="CLIP" in mode)
 
-    def _p_dot_general(self, eqn, ins, p, ot):
+    def _p_dot_general(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
         (lc, rc), (lb, rb) = p["dimension_numbers"]
         return self.em.dot_general(ins[0], ins[1], lc, rc, lb, rb, ot[0].dtype)
 
-    def _p_conv_general_dilated(self, eqn, ins, p, ot):
+    def _p_conv_general_dilated(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
         dn = p["dimension_numbers"]
         return self.em.conv(
             ins[0], ins[1], strides=p["window_strides"], padding=p["padding"], lhs_dilation=p["lhs_dilation"],
             rhs_dilation=p["rhs_dilation"], lhs_spec=dn.lhs_spec, rhs_spec=dn.rhs_spec, out_spec=dn.out_spec,
             feature_group_count=int(p["feature_group_count"]), batch_group_count=int(p["batch_group_count"]),
             out_dtype=ot[0].dtype)
+
+
+def supported_ops() -> list[str]:
+    """The jaxpr primitives :func:`import_jax` translates (some only in common forms, e.g.
+    ``gather`` as a take along one axis or a slice, ``conv_general_dilated`` in 2-D)."""
+    names = set(_UNARY) | set(_BINARY) | _COMPARE | _IDENTITY | set(_REDUCE) | set(_CALLS)
+    names |= {n[3:] for n in dir(_JaxprImporter) if n.startswith("_p_")}
+    return sorted(names)
 
 
 # ---------------------------------------------------------------------------
@@ -464,15 +552,30 @@ def _symbol_examples(specs: Any, args: Any, jax: Any) -> dict[str, int]:
     return ex
 
 
+def _check_spec_ranks(specs: Any, args: Any, poly: Any, what: str, jax: Any) -> None:
+    """jax.export accepts a spec with more dims than the example; say so instead of tracing nonsense."""
+    paths = jax.tree_util.tree_flatten_with_path(args)[0]
+    for (path, a), s in zip(paths, jax.tree_util.tree_leaves(specs)):
+        shape = getattr(a, "shape", None)
+        if shape is not None and len(shape) != len(s.shape):
+            where = "args" + jax.tree_util.keystr(path)
+            raise FrontendError(f"bad polymorphic_shapes {poly!r} for {what}: it gives {where} "
+                                f"{len(s.shape)} dims ({', '.join(map(str, s.shape))}), but the example has shape "
+                                f"{tuple(shape)}")
+
+
 def import_jax(fn: Callable[..., Any], example_args: Sequence[Any] | Any, *,
-               polymorphic_shapes: Sequence[str | None] | str | None = None, name: str = "main") -> Module:
+               polymorphic_shapes: Sequence[str | None] | str | None = None,
+               constraints: Sequence[str] = (), name: str = "main") -> Module:
     """Import a JAX function by tracing it to a jaxpr.
 
     ``example_args`` are the positional arguments (arrays, ``jax.ShapeDtypeStruct``
     or pytrees of them); their leaves become the function's arguments, named
     from the parameter names and pytree paths.  ``polymorphic_shapes`` gives,
     per argument, a ``jax.export`` shape spec such as ``"B, S"`` (or ``None`` for
-    a static argument); the symbols become symbolic dims.  Raises
+    a static argument); the symbols become symbolic dims.  ``constraints`` are
+    ``jax.export`` symbolic constraints such as ``"S <= 64"`` (needed when the
+    function slices a fixed-size buffer by a symbolic length).  Raises
     :class:`FrontendError` when ``fn`` does not trace and
     :class:`~irkit.frontends.common.UnsupportedOpsError` listing every primitive
     irkit cannot translate.
@@ -483,10 +586,11 @@ def import_jax(fn: Callable[..., Any], example_args: Sequence[Any] | Any, *,
     specs: Any = args
     if polymorphic_shapes is not None:
         try:
-            specs = jax.export.symbolic_args_specs(args, polymorphic_shapes)
+            specs = jax.export.symbolic_args_specs(args, polymorphic_shapes, constraints=tuple(constraints))
         except Exception as e:  # noqa: BLE001 - jax raises several kinds for a bad spec
             raise FrontendError(f"bad polymorphic_shapes {polymorphic_shapes!r} for {what}: "
                                 f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+        _check_spec_ranks(specs, args, polymorphic_shapes, what, jax)
     try:
         closed = jax.make_jaxpr(fn)(*specs)
     except Exception as e:  # noqa: BLE001 - any tracing failure is the user's function's
@@ -495,7 +599,7 @@ def import_jax(fn: Callable[..., Any], example_args: Sequence[Any] | Any, *,
         raise FrontendError(f"could not trace {what}{' at ' + where if where else ''}: "
                             f"{type(e).__name__}: {msg}") from None
     leaves_with_paths = jax.tree_util.tree_flatten_with_path(specs)[0]
-    names = _arg_names(fn, [path for path, _ in leaves_with_paths], len(args))
+    names = _arg_names(fn, [path for path, _ in leaves_with_paths])
     jaxpr = closed.jaxpr
     try:
         arg_types = [_tensor_type(v.aval) for v in jaxpr.invars]
@@ -523,5 +627,5 @@ def import_jax(fn: Callable[..., Any], example_args: Sequence[Any] | Any, *,
     return m
 
 
-__all__ = ["import_jax", "import_stablehlo", "import_hlo", "sym_dim"]
+__all__ = ["import_hlo", "import_jax", "import_stablehlo", "supported_ops", "sym_dim"]
 

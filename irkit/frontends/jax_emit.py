@@ -26,7 +26,8 @@ counts as a constant.  Nothing here imports jax.
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -177,7 +178,7 @@ class Emitter:
 
     def __init__(self, builder: Builder):
         self.b = builder
-        self._scalars: dict[tuple[str, DType, str], Value] = {}
+        self._scalars: dict[tuple[str, DType], Value] = {}
         self._folded: dict[int, np.ndarray | None] = {}
 
     # -- locations ----------------------------------------------------------
@@ -205,7 +206,7 @@ class Emitter:
     def scalar(self, value: Any, dtype: DType) -> Value:
         """A rank-0 constant; equal scalars in one function share one op."""
         v = np.array(value, dtype=dtype.np)
-        key = (v.tobytes().hex(), dtype, "")
+        key = (v.tobytes().hex(), dtype)
         hit = self._scalars.get(key)
         if hit is not None and hit.producer is not None and hit.producer.parent is not None:
             return hit
@@ -213,9 +214,13 @@ class Emitter:
         self._scalars[key] = out
         return out
 
-    def splat_like(self, value: Any, like: Value) -> Value:
-        """``value`` broadcast to the shape of ``like`` (rank-0 when it broadcasts anyway)."""
-        return self.scalar(value, like.dtype)
+    def _splat_value(self, v: Value) -> Any:
+        """The element of a constant whose elements are all equal, else None."""
+        op = v.producer
+        if op is None or op.name != "ik.constant":
+            return None
+        d: Dense = op.attrs["value"]
+        return d.splat_value() if d.size and d.is_splat else None
 
     # -- folding --------------------------------------------------------------
     def const_value(self, v: Value, depth: int = 0) -> np.ndarray | None:
@@ -361,10 +366,17 @@ class Emitter:
         bdims = [int(d) for d in bdims]
         if len(bdims) != x.type.rank:
             raise Unsupported("broadcast_in_dim with a dimension list not matching the operand rank")
+        splat = self._splat_value(x)
+        if splat is not None and all(isinstance(d, int) for d in shape):
+            # A broadcast constant is a splat constant (what MLIR folds it to); it costs no memory.
+            return self.b.constant(Dense.splat(splat, tuple(int(d) for d in shape), x.dtype), loc=self.loc)
         order = sorted(range(len(bdims)), key=lambda i: bdims[i])
         if order != list(range(len(bdims))):
             x = self.transpose(x, order)
             bdims = [bdims[i] for i in order]
+        if bdims == list(range(len(shape) - len(bdims), len(shape))):
+            # Trailing dims in order: NumPy's right-aligned broadcasting needs no reshape.
+            return x if x.shape == shape else self.op("broadcast", x, shape=shape)
         inter: list[Dim] = [1] * len(shape)
         for i, d in enumerate(bdims):
             inter[d] = x.shape[i]
@@ -392,7 +404,9 @@ class Emitter:
         step = tuple(int(s) for s in strides) if strides else (1,) * x.type.rank
         if all(s == 0 for s in start) and limit == x.shape and all(s == 1 for s in step):
             return x
-        return self.op("slice", x, start=start, limit=limit, step=None if all(s == 1 for s in step) else step)
+        if all(s == 1 for s in step):
+            return self.op("slice", x, start=start, limit=limit)
+        return self.op("slice", x, start=start, limit=limit, step=step)
 
     def pad(self, x: Value, value: Value, low: Sequence[int], high: Sequence[int],
             interior: Sequence[int]) -> Value:
@@ -477,7 +491,8 @@ class Emitter:
             n_batch = n_batch * d if isinstance(d, int) and isinstance(n_batch, int) else -1
         if starts is not None and n_batch == 1:
             return self._gather_as_slice(operand, starts.reshape(-1), smap, sizes, collapsed, out_shape)
-        if len(smap) == 1 and collapsed == smap:
+        if len(smap) == 1 and collapsed in ([], smap):
+            # A take along axis k; XLA may keep k as a size-1 offset dim instead of collapsing it.
             k = smap[0]
             for d in range(rank):
                 want = 1 if d == k else operand.shape[d]
@@ -495,9 +510,13 @@ class Emitter:
             offset_operand_dims = iter([d for d in range(rank) if d not in collapsed])
             batch_iter = iter(range(len(batch_shape)))
             target = []
-            for p in range(len(labels)):
+            for p in range(len(offset_dims) + len(batch_shape)):
                 target.append(("o", next(offset_operand_dims)) if p in offset_dims else ("b", next(batch_iter)))
-            return self.transpose(g, [labels.index(t) for t in target])
+            kept = [t for t in target if t != ("o", k)]
+            y = self.transpose(g, [labels.index(t) for t in kept])
+            if len(kept) != len(target):
+                y = self.reshape(y, [1 if t == ("o", k) else y.shape[kept.index(t)] for t in target])
+            return y
         raise Unsupported("gather (neither a take along one axis nor a slice at constant starts)")
 
     def _gather_as_slice(self, operand: Value, starts: np.ndarray, smap: list[int], sizes: list[Dim],
@@ -584,5 +603,14 @@ def check_result_type(got: TensorType, want: TensorType, what: str) -> None:
         raise Unsupported(f"{what}: translation gives {got}, the source says {want} (irkit bug)")
 
 
-__all__ = ["Emitter", "Unsupported", "sym_dim", "ir_dtype", "ir_dtype_from_mlir", "location_from_mlir",
-           "remove_dead_ops", "check_result_type", "FOLD_LIMIT"]
+__all__ = [
+    "FOLD_LIMIT",
+    "Emitter",
+    "Unsupported",
+    "check_result_type",
+    "ir_dtype",
+    "ir_dtype_from_mlir",
+    "location_from_mlir",
+    "remove_dead_ops",
+    "sym_dim",
+]

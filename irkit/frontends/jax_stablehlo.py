@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -45,7 +46,7 @@ from irkit.frontends.jax_emit import (
     sym_dim,
 )
 from irkit.ir.builder import Builder
-from irkit.ir.core import Function, Graph, Location, Module, Value
+from irkit.ir.core import Dense, Function, Graph, Location, Module, Value
 from irkit.ir.types import Dim, DType, SymDim, TensorType, dim_add, dim_floordiv, dim_mul, dim_sub
 from irkit.ir.verify import verify
 
@@ -81,6 +82,7 @@ class _Slot:
     const: np.ndarray | None = None
     known: tuple[Dim, ...] | None = None
     items: list[_Slot] | None = None  # a tuple value (HLO's tuples)
+    poisoned: bool = False  # stands in for the result of an op that could not be translated
 
 
 # ---------------------------------------------------------------------------
@@ -121,7 +123,7 @@ def _dense_array(ir: Any, attr: Any, t: TensorType) -> np.ndarray:
             v = ir.IntegerAttr(a).value
         if t.dtype == DType.bool:
             v = bool(v)
-        return np.full(shape, v, dtype=npdt)
+        return np.broadcast_to(np.array(v, dtype=npdt), shape)  # zero strides: a splat stays small
     try:
         arr = np.array(d)
         if arr.dtype != object:
@@ -238,6 +240,8 @@ class _Walker:
             a = s.const
             if a.ndim == 0:
                 s.ir = em.scalar(a.item(), s.type.dtype)
+            elif a.size and all(st == 0 for st in a.strides):
+                s.ir = em.b.constant(Dense.splat(a.reshape(-1)[0], a.shape, s.type.dtype), loc=em.loc)
             else:
                 name = None
                 if a.size > 16:
@@ -277,7 +281,9 @@ class _Walker:
         return _Slot(v.type, ir=v)
 
     # -- walking --------------------------------------------------------------------
-    def run_func(self, fn: Any, args: Sequence[_Slot], depth: int = 0) -> list[_Slot]:
+    def run_func(self, fn: Any, args: Sequence[_Slot], depth: int = 0,
+                 call_loc: Location | None = None) -> list[_Slot]:
+        """Translate ``fn``'s body; ``call_loc`` (the call site) stands in for ops with no file location."""
         if depth > _MAX_INLINE_DEPTH:
             raise FrontendError(f"{self.source}: calls nest deeper than {_MAX_INLINE_DEPTH} (recursion?)")
         block = fn.regions[0].blocks[0]
@@ -286,11 +292,21 @@ class _Walker:
             env[a] = s
         for op in block.operations:
             name = op.operation.name
-            if name in ("func.return", "stablehlo.return"):
+            if name in ("func.return", "stablehlo.return", "mhlo.return"):
                 return [env[v] for v in op.operands]
             loc = location_from_mlir(str(op.location))
+            if loc.file == "-":
+                # Text without locations: MLIR gives each op its place in the text ("-" is the buffer).
+                loc = Location(self.source, loc.line, loc.col, loc.name)
+            if loc.file is None and call_loc is not None and call_loc.file is not None:
+                loc = Location(call_loc.file, call_loc.line, call_loc.col, loc.name)
             self.em.loc = loc
             ins = [env[v] for v in op.operands]
+            if any(s.poisoned for s in ins):
+                # Downstream of an op already reported: stay quiet rather than cascade.
+                for r in op.results:
+                    env[r] = self.placeholder(r.type)
+                continue
             try:
                 outs = self.op(op, name, ins, depth)
                 for r, s in zip(op.results, outs):
@@ -308,7 +324,7 @@ class _Walker:
             tt = self.mlir_type(t)
         except Unsupported:
             tt = TensorType((), DType.f32)
-        return _Slot(tt, ir=Value(tt))
+        return _Slot(tt, ir=Value(tt), poisoned=True)
 
     def check(self, mt: Any, s: _Slot, what: str) -> None:
         if s.items is not None or not isinstance(mt, self.ir.RankedTensorType):
@@ -383,8 +399,9 @@ def _handles(*names: str) -> Callable[[Callable[..., list[_Slot]]], Callable[...
 
 
 def _attr(op: Any, key: str) -> Any:
+    """The attribute ``key`` of ``op``, or None."""
     attrs = op.operation.attributes
-    return attrs[key] if key in attrs else None
+    return attrs[key] if key in attrs else None  # noqa: SIM401 - MLIR's attribute map has no .get
 
 
 @_handles("stablehlo.constant")
@@ -418,7 +435,10 @@ def _reshape(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     if k is not None and t.dtype.is_int and t.rank <= 1 and ins[0].const is None:
         return [_Slot(t, known=k)]
     if ins[0].const is not None:
-        return [_Slot(t, const=ins[0].const.reshape(t.concrete_shape({})))]
+        a, shape = ins[0].const, t.concrete_shape({})
+        if a.size and all(st == 0 for st in a.strides):  # keep a splat a zero-stride view
+            return [_Slot(t, const=np.broadcast_to(a.reshape(-1)[:1].reshape(()), shape))]
+        return [_Slot(t, const=a.reshape(shape))]
     return [w.out(w.em.reshape(w.value(ins[0]), t.shape))]
 
 
@@ -625,12 +645,17 @@ def _dot(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
                                    list(dn.rhs_batching_dimensions), out_dt))]
 
 
-@_handles("stablehlo.gather")
+@_handles("stablehlo.gather", "stablehlo.dynamic_gather")
 def _gather(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     dn = w.shlo.GatherDimensionNumbers(_attr(op, "dimension_numbers"))
-    sizes_attr = _attr(op, "slice_sizes")
     x, idx = w.value(ins[0]), w.value(ins[1])
-    sizes: list[Dim] = list(_ints(w.ir, sizes_attr))
+    if len(ins) > 2:  # dynamic_gather: the slice sizes are an operand (symbolic in polymorphic code)
+        known = w.known(ins[2])
+        if known is None:
+            raise Unsupported("dynamic_gather with slice sizes computed from data")
+        sizes: list[Dim] = list(known)
+    else:
+        sizes = list(_ints(w.ir, _attr(op, "slice_sizes")))
     static = w.static_dims(op.results[0].type)
     out_shape = None if None in static else tuple(int(d) for d in static)  # type: ignore[arg-type]
     return [w.out(w.em.gather(
@@ -678,7 +703,7 @@ def _reducer_kind(w: _Walker, block: Any, acc: Any, cur: Any) -> str | None:
         return None
     if not ((operands[0] == acc and operands[1] == cur) or (operands[0] == cur and operands[1] == acc)):
         return None
-    if list(ops[1].operands)[0] != body.results[0]:
+    if next(iter(ops[1].operands)) != body.results[0]:
         return None
     return kind
 
@@ -739,7 +764,7 @@ def _call(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     fn = w.funcs.get(callee)
     if fn is None:
         raise Unsupported(f"call of unknown function @{callee}")
-    return w.run_func(fn, ins, depth + 1)
+    return w.run_func(fn, ins, depth + 1, w.em.loc)
 
 
 @_handles("stablehlo.composite")
@@ -748,7 +773,37 @@ def _composite(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]
     fn = w.funcs.get(callee)
     if fn is None:
         raise Unsupported(f"composite with unknown decomposition @{callee}")
-    return w.run_func(fn, ins, depth + 1)
+    return w.run_func(fn, ins, depth + 1, w.em.loc)
+
+
+@_handles("mhlo.fusion")
+def _fusion(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
+    """XLA's fusions (optimised HLO): the body's block arguments are the operands; inline it."""
+    return w.run_func(op, ins, depth + 1, w.em.loc)
+
+
+@_handles("mhlo.copy")
+def _copy(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
+    """A copy changes the physical layout only (optimised HLO); the values are the same."""
+    return list(ins)
+
+
+@_handles("mhlo.bitcast")
+def _bitcast(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
+    """A bitcast reinterprets the bytes: under layouts ``source_layout``/``result_layout``
+    (minor-to-major, as XLA prints them) that is transpose to physical order, reshape,
+    transpose back; with row-major layouts it is a reshape."""
+    x = w.value(ins[0])
+    t = w.mlir_type(op.results[0].type)
+    if t.dtype != x.dtype:
+        raise Unsupported("bitcast between element types")
+    src_attr, res_attr = _attr(op, "source_layout"), _attr(op, "result_layout")
+    src = list(reversed(_ints(w.ir, src_attr))) if src_attr is not None else list(range(x.type.rank))
+    res = list(reversed(_ints(w.ir, res_attr))) if res_attr is not None else list(range(t.rank))
+    phys = w.em.transpose(x, src)
+    y = w.em.reshape(phys, [t.shape[d] for d in res])
+    back = sorted(range(len(res)), key=lambda i: res[i])
+    return [w.out(w.em.transpose(y, back))]
 
 
 @_handles("stablehlo.custom_call")
@@ -759,6 +814,11 @@ def _custom_call(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slo
     if target in _IDENTITY_CALLS and len(ins) == len(op.results):
         return list(ins)
     raise Unsupported(f"custom_call @{target}")
+
+
+def supported_ops() -> list[str]:
+    """The StableHLO/CHLO ops :func:`import_stablehlo` translates (some only in common forms)."""
+    return sorted(set(_UNARY) | set(_BINARY) | set(_LOGICAL) | set(_HANDLERS))
 
 
 # ---------------------------------------------------------------------------
@@ -811,8 +871,8 @@ def _read_source(source: Any) -> tuple[str | bytes, str, list[list[Dim]] | None]
 def _entry(w: _Walker, source: str) -> Any:
     if "main" in w.funcs:
         return w.funcs["main"]
-    for name, fn in w.funcs.items():
-        vis = fn.attributes["sym_visibility"] if "sym_visibility" in fn.attributes else None
+    for fn in w.funcs.values():
+        vis = _attr(fn, "sym_visibility")
         if vis is None or w.ir.StringAttr(vis).value == "public":
             return fn
     raise FrontendError(f"{source}: the module has no public function to import")
@@ -958,7 +1018,7 @@ def import_hlo(source: str | Path, name: str = "main") -> Module:
         from jax._src.lib import xla_client as xc
     except ImportError as e:  # pragma: no cover - jax is an optional dependency
         raise FrontendError(f"the HLO frontend needs jaxlib: {e} (pip install 'irkit[jax]')") from None
-    hlo = getattr(xc, "hlo", None) or getattr(xc, "_xla")
+    hlo = getattr(xc, "hlo", None) or xc._xla
     try:
         hm = hlo.hlo_module_from_text(text)
     except Exception as e:  # noqa: BLE001 - jaxlib raises JaxRuntimeError (its class moves between versions)
@@ -977,4 +1037,4 @@ def _hlo_error(msg: str) -> str:
     return " " + (lines[0] if lines else "cannot parse")
 
 
-__all__ = ["import_stablehlo", "import_hlo"]
+__all__ = ["import_hlo", "import_stablehlo", "supported_ops"]

@@ -30,14 +30,12 @@ import argparse
 import os
 import re
 import sys
-from typing import Any, Sequence
-
-import numpy as np
+from collections.abc import Sequence
+from typing import Any
 
 from irkit.errors import IrkitError
 from irkit.frontends.common import FrontendError, UnsupportedOps, sanitize_name
 from irkit.frontends.onnx_load import (
-    MAX_ELEMENTS,
     LoadedModel,
     check_dims,
     ir_dtype,
@@ -45,10 +43,10 @@ from irkit.frontends.onnx_load import (
     tensor_to_numpy,
 )
 from irkit.frontends.onnx_ops import CONVERTERS, OT, Emitter, Node, Unsupported, supported_ops
-from irkit.ir.builder import BuildError, Builder
+from irkit.ir.builder import Builder, BuildError
 from irkit.ir.core import Function, Graph, Location, Module
 from irkit.ir.ops import OpError
-from irkit.ir.types import Dim, DType, SymDim, TensorType, dim_str, parse_dim, shape_str
+from irkit.ir.types import Dim, SymDim, TensorType, dim_str, parse_dim, shape_str
 from irkit.ir.verify import verify
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -127,6 +125,7 @@ class OnnxImporter(Emitter):
                 dims.append(self._symbol(d.dim_param))
             else:
                 dims.append(self._fresh_symbol())
+        check_dims([d for d in dims if isinstance(d, int)], src, what)
         return TensorType(tuple(dims), dt)
 
     # -- fallback shapes from ONNX shape inference ------------------------------
@@ -143,7 +142,7 @@ class OnnxImporter(Emitter):
                     inferred = onnx.shape_inference.infer_shapes(self.lm.proto, data_prop=True)
                     for vi in inferred.graph.value_info:
                         self._shape_info.setdefault(vi.name, vi)
-                except Exception:  # noqa: BLE001 - inference is only a hint here
+                except Exception:  # noqa: BLE001, S110 - inference is only a hint; no answer is fine
                     pass
         vi = self._shape_info.get(name)
         if vi is None or vi.type.WhichOneof("value") != "tensor_type" or not vi.type.tensor_type.HasField("shape"):
@@ -201,49 +200,53 @@ class OnnxImporter(Emitter):
         for key, a in zip(arg_keys, graph.args):
             self._vals[key] = OT.of(a)
 
+        node_io = self.lm.node_io
         consumed: set[str] = {o.name for o in g.output}
-        for n in g.node:
-            consumed.update(x for x in n.input if x)
+        for ins, _ in node_io:
+            consumed.update(ins)
         unsupported = UnsupportedOps(src)
+        poisoned = self._poisoned
         nodes = g.node
         for idx in self.lm.order:
             n = nodes[idx]
-            loc = Location(name=n.name or f"{n.op_type}_{idx}")
-            domain = "" if n.domain in ("", "ai.onnx") else n.domain
-            conv = CONVERTERS.get((domain, n.op_type))
-            label = f"{domain}::{n.op_type}" if domain else n.op_type
+            ins, outs_names = node_io[idx]
+            op_type = n.op_type
+            loc = Location(name=n.name or f"{op_type}_{idx}")
+            domain = n.domain if n.domain not in ("", "ai.onnx") else ""
+            conv = CONVERTERS.get((domain, op_type))
+            label = f"{domain}::{op_type}" if domain else op_type
             if conv is None:
                 unsupported.add(label, loc)
-                self._poisoned.update(o for o in n.output if o)
+                poisoned.update(o for o in outs_names if o)
                 continue
-            if any(x in self._poisoned for x in n.input if x):
-                self._poisoned.update(o for o in n.output if o)
+            if poisoned and any(x in poisoned for x in ins if x):
+                poisoned.update(o for o in outs_names if o)
                 continue
-            node = Node(n, loc.name or "", n.op_type, domain, [self._get(x) if x else None for x in n.input],
-                        list(n.output), _attrs(n, onnx), [o in consumed for o in n.output])
+            node = Node(n, loc.name or "", op_type, domain, [self._get(x) if x else None for x in ins],
+                        outs_names, _attrs(n, onnx) if len(n.attribute) else {}, [o in consumed for o in outs_names])
             self.loc = loc
             self.node = node
             try:
                 outs = conv(self, node)
             except Unsupported as e:
                 unsupported.add(f"{label} ({e})", loc)
-                self._poisoned.update(o for o in n.output if o)
+                poisoned.update(o for o in outs_names if o)
                 continue
             except FrontendError as e:
                 msg = str(e)
                 raise FrontendError(msg if msg.startswith(src) else f"{src}: {msg}") from None
             except (BuildError, OpError) as e:
                 why = str(e).split(": ", 1)[-1] if isinstance(e, BuildError) else str(e)
-                raise FrontendError(f"{src}: node '{node.name}' ({n.op_type}): {why}") from None
-            if len(outs) < len(n.output):
-                outs = list(outs) + [None] * (len(n.output) - len(outs))
-            for oname, ot, used in zip(n.output, outs, node.used):
+                raise FrontendError(f"{src}: node '{node.name}' ({op_type}): {why}") from None
+            if len(outs) < len(outs_names):
+                outs = list(outs) + [None] * (len(outs_names) - len(outs))
+            for oname, ot, used in zip(outs_names, outs, node.used):
                 if not oname:
                     continue
                 if ot is None:
                     if used:
                         unsupported.add(f"{label} (output '{oname}')", loc)
-                        self._poisoned.add(oname)
+                        poisoned.add(oname)
                     continue
                 self._vals[oname] = ot
         unsupported.raise_if_any()
@@ -256,8 +259,7 @@ class OnnxImporter(Emitter):
             results.append(self.ir(t))
         self.b.ret(*results)
         _dce(graph)
-        fn = Function(self.fn_name, graph, Location(file=src if src[:1] != "<" else None, name=g.name or None)
-                      if src[:1] != "<" else Location(name=g.name or None))
+        fn = Function(self.fn_name, graph, Location(name=g.name) if g.name else None)
         fn.attrs["ik.source"] = "onnx"
         fn.attrs["ik.onnx_opset"] = self.lm.opset
         m = Module([fn])
@@ -316,7 +318,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Import an ONNX file and print (or write) its IR; errors are one line, exit 1."""
     p = argparse.ArgumentParser(prog="python -m irkit.frontends.onnx",
                                 description="Import an ONNX model into irkit IR.")
-    p.add_argument("model", help="path of the .onnx file")
+    p.add_argument("model", nargs="?", help="path of the .onnx file")
     p.add_argument("-o", "--output", default="-",
                    help="write IR here (.mlir, with a .safetensors sidecar); default: stdout")
     p.add_argument("--name", default="main", help="entry function name (default: main)")
@@ -325,6 +327,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.list_ops:
         print("\n".join(supported_ops()))
         return 0
+    if not args.model:
+        p.error("the model path is required")
     try:
         m = import_onnx(args.model, args.name)
         from irkit.text import write_module
@@ -337,7 +341,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["import_onnx", "OnnxImporter", "supported_ops", "main", "MAX_ELEMENTS", "DType"]
+__all__ = ["OnnxImporter", "import_onnx", "main", "supported_ops"]
 
 
 if __name__ == "__main__":

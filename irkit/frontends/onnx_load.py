@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -113,6 +114,7 @@ class LoadedModel:
     opset: int  # version of the default ("ai.onnx") domain
     opsets: dict[str, int] = field(default_factory=dict)
     order: list[int] = field(default_factory=list)  # node indices in topological order
+    node_io: list[tuple[list[str], list[str]]] = field(default_factory=list)  # (inputs, outputs) per node
 
 
 def read_model(model_or_path: Any, base_dir: str | os.PathLike[str] | None = None) -> LoadedModel:
@@ -224,14 +226,16 @@ def check_graph(lm: LoadedModel) -> list[int]:
             continue  # an initializer with a default-overridable input: treated as a constant
         define(v.name, f"graph input '{v.name}'")
     producer: dict[str, int] = {}
+    # Reading repeated protobuf fields is slow: read each node's names once.
+    lm.node_io = [(list(n.input), list(n.output)) for n in g.node]
     for i, n in enumerate(g.node):
-        for o in n.output:
+        for o in lm.node_io[i][1]:
             if o:
                 define(o, f"node {_node_desc(n, i)}")
                 producer[o] = i
     # Dangling inputs: a name nobody defines.
     for i, n in enumerate(g.node):
-        for k, x in enumerate(n.input):
+        for k, x in enumerate(lm.node_io[i][0]):
             if x and x not in defined:
                 raise FrontendError(f"{src}: node {_node_desc(n, i)} input {k} '{x}' is not produced by any node, "
                                     "graph input or initializer (a dangling input or a missing initializer)")
@@ -244,9 +248,9 @@ def check_graph(lm: LoadedModel) -> list[int]:
     n_nodes = len(g.node)
     deps = [0] * n_nodes
     users: list[list[int]] = [[] for _ in range(n_nodes)]
-    for i, n in enumerate(g.node):
+    for i in range(n_nodes):
         seen: set[int] = set()
-        for x in n.input:
+        for x in lm.node_io[i][0]:
             j = producer.get(x) if x else None
             if j is not None and j not in seen:
                 seen.add(j)
@@ -401,5 +405,18 @@ def _read_external(t: Any, lm: LoadedModel, what: str, nbytes: int) -> bytes:
     return data
 
 
-__all__ = ["LoadedModel", "read_model", "check_graph", "tensor_to_numpy", "resolve_external", "ONNX_DTYPES",
-           "IR_TO_ONNX", "ir_dtype", "onnx_type_name", "check_dims", "MIN_OPSET", "MAX_OPSET", "MAX_ELEMENTS"]
+__all__ = [
+    "IR_TO_ONNX",
+    "MAX_ELEMENTS",
+    "MAX_OPSET",
+    "MIN_OPSET",
+    "ONNX_DTYPES",
+    "LoadedModel",
+    "check_dims",
+    "check_graph",
+    "ir_dtype",
+    "onnx_type_name",
+    "read_model",
+    "resolve_external",
+    "tensor_to_numpy",
+]

@@ -25,15 +25,23 @@ model.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from irkit.frontends.common import FrontendError
-from irkit.frontends.onnx_load import MAX_ELEMENTS, ONNX_DTYPES, LoadedModel, ir_dtype, tensor_to_numpy
+from irkit.frontends.onnx_load import (
+    MAX_ELEMENTS,
+    ONNX_DTYPES,
+    LoadedModel,
+    ir_dtype,
+    tensor_to_numpy,
+)
 from irkit.ir.builder import Builder
 from irkit.ir.core import Dense, Location, Value
+from irkit.ir.ops import OPS
 from irkit.ir.types import (
     Dim,
     DType,
@@ -69,7 +77,7 @@ class _NoFold(Exception):
 class OT:
     """An ONNX value during import: a runtime IR value and/or elements known at import."""
 
-    __slots__ = ("dtype", "shape", "value", "known", "resource")
+    __slots__ = ("dtype", "known", "resource", "shape", "value")
 
     def __init__(self, dtype: DType, shape: tuple[Dim, ...], value: Value | None = None,
                  known: np.ndarray | None = None, resource: str | None = None):
@@ -304,7 +312,7 @@ class Emitter:
             d = Dense(arr, dtype, resource=name)
         return self.op("ik.constant", value=d)
 
-    def scalar(self, v: float | int | bool, dtype: DType) -> Value:
+    def scalar(self, v: float | bool, dtype: DType) -> Value:
         return self.op("ik.constant", value=Dense.splat(v, (), dtype))
 
     # -- values -------------------------------------------------------------
@@ -323,14 +331,33 @@ class Emitter:
         if isinstance(d, int):
             return self.constant(np.array(d, dtype=np.int64), DType.i64)
         if d not in self._dim_cache:
-            self._dim_cache[d] = self.op("ik.dim_value", dim=(d,), dtype=DType.i64)
+            if "ik.dim_value" in OPS:
+                self._dim_cache[d] = self.op("ik.dim_value", dim=(d,), dtype=DType.i64)
+            else:
+                # Without ik.dim_value: each monomial is the size of a broadcast of ones.
+                total: Value | None = None
+                for mono, coef in d.terms:
+                    term = self.constant(np.array(coef, dtype=np.int64), DType.i64)
+                    if mono:
+                        ones = self.op("ik.broadcast", self.scalar(1, DType.i64),
+                                       shape=tuple(SymDim.symbol(s) for s in mono))
+                        size = self.op("ik.reduce_sum", ones, axes=(), keepdims=False)
+                        term = size if coef == 1 else self.op("ik.mul", size, term)
+                    total = term if total is None else self.op("ik.add", total, term)
+                assert total is not None
+                self._dim_cache[d] = total
         return self._dim_cache[d]
 
     def _materialise_symbolic(self, k: np.ndarray, dtype: DType) -> Value:
-        parts = [self.op("ik.reshape", self.dim_value(e if isinstance(e, SymDim) else int(e)), shape=(1,))
-                 for e in k.flat]
-        v = parts[0] if len(parts) == 1 else self.op("ik.concat", *parts, axis=0)
-        v = self.op("ik.reshape", v, shape=tuple(k.shape))
+        if k.size == 1:
+            e = k.reshape(-1)[0]
+            v = self.dim_value(e if isinstance(e, SymDim) else int(e))
+            if k.shape != ():
+                v = self.op("ik.reshape", v, shape=tuple(k.shape))
+        else:
+            parts = [self.op("ik.reshape", self.dim_value(e if isinstance(e, SymDim) else int(e)), shape=(1,))
+                     for e in k.flat]
+            v = self.op("ik.reshape", self.op("ik.concat", *parts, axis=0), shape=tuple(k.shape))
         return v if dtype is DType.i64 else self.op("ik.cast", v, to=dtype)
 
     def cast(self, t: OT, dtype: DType) -> OT:
@@ -536,7 +563,7 @@ def _range(cx: Emitter, node: Node) -> list[OT | None]:
         raise Unsupported("Range with a zero or symbolic delta")
     symbolic = isinstance(start, SymDim) or isinstance(limit, SymDim)
     if not symbolic:
-        n = max(int(math.ceil((limit - start) / delta)), 0)
+        n = max(math.ceil((limit - start) / delta), 0)
         if n > MAX_ELEMENTS:
             raise FrontendError(f"node '{node.name}' (Range): {n} elements is absurd")
         if n <= FOLD_LIMIT and (dt.is_int or n <= FLOAT_MOVE_LIMIT):
@@ -714,9 +741,8 @@ def _identity(cx: Emitter, node: Node) -> list[OT | None]:
 def _dropout(cx: Emitter, node: Node) -> list[OT | None]:
     x = node.req(0)
     training = node.input(2)
-    if training is not None:
-        if training.known is None or bool(np.any(training.known)):
-            raise Unsupported("Dropout in training mode")
+    if training is not None and (training.known is None or bool(np.any(training.known))):
+        raise Unsupported("Dropout in training mode")
     mask = None
     if node.n_outputs > 1 and node.used[1]:
         mask = OT.of(cx.op("ik.broadcast", cx.scalar(True, DType.bool), shape=x.shape))
@@ -757,6 +783,25 @@ def _hard_sigmoid(cx: Emitter, node: Node) -> list[OT | None]:
               cx.scalar(float(node.attr("beta", 0.5)), dt))
     y = cx.op("ik.min", cx.op("ik.max", y, cx.scalar(0.0, dt)), cx.scalar(1.0, dt))
     return [OT.of(y)]
+
+
+@converter("IsNaN")
+def _isnan(cx: Emitter, node: Node) -> list[OT | None]:
+    # NaN is the only value unequal to itself.
+    x = cx.ir(node.req(0))
+    return [OT.of(cx.op("ik.ne", x, x))]
+
+
+@converter("IsInf")
+def _isinf(cx: Emitter, node: Node) -> list[OT | None]:
+    x = cx.ir(node.req(0))
+    dt = x.type.dtype
+    pos, neg = bool(node.attr("detect_positive", 1)), bool(node.attr("detect_negative", 1))
+    if pos and neg:
+        return [OT.of(cx.op("ik.eq", cx.op("ik.abs", x), cx.scalar(float("inf"), dt)))]
+    if pos or neg:
+        return [OT.of(cx.op("ik.eq", x, cx.scalar(float("inf") if pos else float("-inf"), dt)))]
+    return [OT.of(cx.op("ik.broadcast", cx.scalar(False, DType.bool), shape=x.type.shape))]
 
 
 @converter("Gelu")
@@ -899,6 +944,9 @@ def _squeeze(cx: Emitter, node: Node) -> list[OT | None]:
     x = node.req(0)
     axes = _axes_arg(cx, node, 1)
     if axes is None:
+        if any(isinstance(d, SymDim) for d in x.shape):
+            # Which dims are 1 is known only at run time (B may be 1): refuse rather than guess.
+            raise Unsupported("Squeeze without axes on a tensor with dynamic dims")
         drop = [i for i, d in enumerate(x.shape) if d == 1]
     else:
         drop = sorted({_axis(node, a, x.rank) for a in axes})
@@ -1478,5 +1526,16 @@ def _rotary(cx: Emitter, node: Node) -> list[OT | None]:
     return [OT.of(r)]
 
 
-__all__ = ["OT", "Node", "Emitter", "Unsupported", "CONVERTERS", "converter", "supported_ops", "foldable",
-           "normalize_known", "FOLD_LIMIT", "ONNX_DTYPES"]
+__all__ = [
+    "CONVERTERS",
+    "FOLD_LIMIT",
+    "ONNX_DTYPES",
+    "OT",
+    "Emitter",
+    "Node",
+    "Unsupported",
+    "converter",
+    "foldable",
+    "normalize_known",
+    "supported_ops",
+]

@@ -35,9 +35,10 @@ import inspect
 import os
 import re
 import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -47,9 +48,9 @@ from irkit.frontends.common import (
     record_symbol_examples,
     sanitize_name,
 )
-from irkit.ir.builder import BuildError, Builder
-from irkit.ir.core import Dense, Function, Graph, Location, Module, Value
-from irkit.ir.types import Dim, DType, SymDim, TensorType, dim_add, dim_floordiv, dim_mul, shape_str
+from irkit.ir.builder import Builder, BuildError
+from irkit.ir.core import Function, Graph, Location, Module, Value
+from irkit.ir.types import Dim, DType, SymDim, TensorType, dim_add, dim_floordiv, dim_mul
 
 # torch is imported lazily (inside functions) so that `import irkit` never needs it.
 
@@ -72,19 +73,23 @@ FAILED = _Failed()
 # dtypes
 
 
+_DTYPES: dict[Any, DType] = {}
+
+
 def torch_dtype_to_ir(dt: Any) -> DType:
     """The IR dtype of a ``torch.dtype``; :class:`Unsupported` for complex, fp8 and the like."""
-    import torch
+    if not _DTYPES:
+        import torch
 
-    table = {
-        torch.float32: DType.f32, torch.float64: DType.f64, torch.float16: DType.f16,
-        torch.bfloat16: DType.bf16, torch.int64: DType.i64, torch.int32: DType.i32,
-        torch.int8: DType.i8, torch.bool: DType.bool,
-        # The IR has no 8/16-bit unsigned or 16-bit signed ints; i32 holds every value.
-        torch.uint8: DType.i32, torch.int16: DType.i32,
-    }
+        _DTYPES.update({
+            torch.float32: DType.f32, torch.float64: DType.f64, torch.float16: DType.f16,
+            torch.bfloat16: DType.bf16, torch.int64: DType.i64, torch.int32: DType.i32,
+            torch.int8: DType.i8, torch.bool: DType.bool,
+            # The IR has no 8/16-bit unsigned or 16-bit signed ints; i32 holds every value.
+            torch.uint8: DType.i32, torch.int16: DType.i32,
+        })
     try:
-        return table[dt]
+        return _DTYPES[dt]
     except KeyError:
         raise Unsupported(f"dtype {dt} has no IR equivalent") from None
 
@@ -105,10 +110,14 @@ def tensor_to_numpy(t: Any) -> np.ndarray:
     if t.device.type != "cpu":
         t = t.cpu()
     if t.dtype == torch.bfloat16:
-        return t.contiguous().view(torch.int16).numpy().view(DType.bf16.np).copy()
-    dt = torch_dtype_to_ir(t.dtype)
-    arr = t.contiguous().numpy()
-    return arr.astype(dt.np) if arr.dtype != dt.np else arr.copy()
+        arr = t.contiguous().view(torch.int16).numpy().view(DType.bf16.np).copy()
+    else:
+        dt = torch_dtype_to_ir(t.dtype)
+        arr = t.contiguous().numpy()
+        arr = arr.astype(dt.np) if arr.dtype != dt.np else arr.copy()
+    # Our own copy, read-only: the IR's Dense keeps it as is instead of copying again.
+    arr.flags.writeable = False
+    return arr
 
 
 # ---------------------------------------------------------------------------
@@ -133,7 +142,7 @@ def _user_frame(stack_trace: str) -> tuple[str, int] | None:
     for m in _FRAME_RE.finditer(stack_trace):
         path, line = m.group(1), int(m.group(2))
         # torch records some frames of its own passes with paths relative to site-packages.
-        if path.startswith("torch/") or os.path.abspath(path).startswith(tdir) or path.startswith("<"):
+        if path.startswith(("torch/", "<")) or os.path.abspath(path).startswith(tdir):
             continue
         best = (path, line)
     if best is None:
@@ -162,10 +171,17 @@ def node_location(node: Any) -> Location:
 # dynamic dims
 
 
-def _is_sym(x: Any) -> bool:
-    import torch
+_FX_NODE: list[type] = []
+_SYM_TYPES: tuple[type, ...] = ()
 
-    return isinstance(x, (torch.SymInt, torch.SymFloat, torch.SymBool))
+
+def _is_sym(x: Any) -> bool:
+    global _SYM_TYPES
+    if not _SYM_TYPES:
+        import torch
+
+        _SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
+    return isinstance(x, _SYM_TYPES)
 
 
 def dim_names_from_spec(ep: Any, dynamic_shapes: Any, module: Any = None,
@@ -179,8 +195,12 @@ def dim_names_from_spec(ep: Any, dynamic_shapes: Any, module: Any = None,
     """
     if dynamic_shapes is None:
         return {}
-    flat = _flat_dim_specs(dynamic_shapes, module, example_inputs)
     users = _user_input_nodes(ep)
+    if isinstance(dynamic_shapes, Mapping) and any(n.name in dynamic_shapes for n in users):
+        # torch names user-input placeholders after forward's parameters.
+        flat = [dynamic_shapes.get(n.name) for n in users]
+    else:
+        flat = _flat_dim_specs(dynamic_shapes, module, example_inputs)
     out: dict[str, str] = {}
     for node, spec in zip(users, flat):
         if spec is None:
@@ -278,8 +298,14 @@ class _Importer:
         self.sym_examples: dict[str, int] = {}
         self.unsupported = UnsupportedOps(opts.source)
         self._dim_cache: dict[Any, Dim] = {}
+        self._size_cache: dict[int, tuple[Any, Dim]] = {}
+        self._type_cache: dict[int, tuple[Any, TensorType]] = {}
         self.graph: Graph | None = None
         self.b: Builder | None = None
+        if not _FX_NODE:
+            import torch.fx
+
+            _FX_NODE.append(torch.fx.Node)
 
     # -- symbols -------------------------------------------------------------
     def expr_dim(self, expr: Any) -> Dim:
@@ -330,6 +356,36 @@ class _Importer:
                 return q
         raise Unsupported(f"symbolic size {expr} is not a polynomial in the input dims")
 
+    def float_expr(self, expr: Any) -> Value:
+        """A symbolic float (``ToFloat(s0) * 2.0``) as a rank-0 f64 tensor computed from dims."""
+        import sympy
+
+        b = self.b
+        assert b is not None
+        fname = type(expr).__name__
+        if getattr(expr, "is_number", False):
+            return b.scalar(float(expr), DType.f64)
+        if fname == "ToFloat" or isinstance(expr, sympy.Symbol):
+            inner = expr.args[0] if fname == "ToFloat" else expr
+            d = self.expr_dim(inner)
+            cx = Cx(self, None, b.loc)
+            return b.cast(cx.dim_tensor(d), to=DType.f64)
+        if isinstance(expr, sympy.Add):
+            out = self.float_expr(expr.args[0])
+            for a in expr.args[1:]:
+                out = b.add(out, self.float_expr(a))
+            return out
+        if isinstance(expr, sympy.Mul):
+            out = self.float_expr(expr.args[0])
+            for a in expr.args[1:]:
+                out = b.mul(out, self.float_expr(a))
+            return out
+        if fname in ("FloatTrueDiv", "IntTrueDiv") and len(expr.args) == 2:
+            return b.div(self.float_expr(expr.args[0]), self.float_expr(expr.args[1]))
+        if isinstance(expr, sympy.Pow) or fname in ("FloatPow", "PowByNatural"):
+            return b.pow(self.float_expr(expr.args[0]), self.float_expr(expr.args[1]))
+        raise Unsupported(f"symbolic float {expr}")
+
     def symbol_name(self, torch_sym: str) -> str:
         name = self.sym_names.get(torch_sym)
         if name is None:
@@ -344,7 +400,14 @@ class _Importer:
         if isinstance(s, (int, np.integer)):
             return int(s)
         if _is_sym(s):
-            return self.expr_dim(s.node.expr)
+            # SymNode.expr re-applies the shape env's replacements on every call: cache it.
+            key = id(s.node)
+            hit = self._size_cache.get(key)
+            if hit is not None and hit[0] is s.node:
+                return hit[1]
+            d = self.expr_dim(s.node.expr)
+            self._size_cache[key] = (s.node, d)
+            return d
         raise Unsupported(f"size {s!r} is not an integer")
 
     def shape_dims(self, shape: Iterable[Any]) -> tuple[Dim, ...]:
@@ -352,7 +415,13 @@ class _Importer:
 
     def meta_type(self, val: Any) -> TensorType:
         """The IR type of a FakeTensor."""
-        return TensorType(self.shape_dims(val.shape), torch_dtype_to_ir(val.dtype))
+        key = id(val)
+        hit = self._type_cache.get(key)
+        if hit is not None and hit[0] is val:
+            return hit[1]
+        t = TensorType(self.shape_dims(val.shape), torch_dtype_to_ir(val.dtype))
+        self._type_cache[key] = (val, t)
+        return t
 
     # -- the walk --------------------------------------------------------------
     def run(self) -> Module:
@@ -471,9 +540,10 @@ class _Importer:
             self.unsupported.add(f"FX {node.op} node '{node.target}'", node_location(node))
             self.env[node] = FAILED
             return
+        self._saw_failed = False
         args = self._resolve(node.args)
         kwargs = self._resolve(node.kwargs)
-        if _contains_failed(args) or _contains_failed(kwargs):
+        if self._saw_failed:
             self.env[node] = FAILED
             return
         loc = node_location(node)
@@ -482,7 +552,17 @@ class _Importer:
         key = op_key(target)
         conv = self.converters.get(key) or self.converters.get(_packet_key(target))
         val = node.meta.get("val")
+        mutated = None
+        if conv is None:
+            twin = _functional_twin(target)
+            if twin is not None:
+                conv = self.converters.get(op_key(twin)) or self.converters.get(_packet_key(twin))
+                if conv is not None:
+                    mutated = node.args[0] if node.args else None
+                    target = twin
         try:
+            if mutated is not None:
+                _check_inplace(node, mutated)
             if conv is None:
                 if _is_sym(val) or (isinstance(val, (int, float, bool)) and not _is_tensor_op(target)):
                     # Size arithmetic (sym_size, operator.mul on SymInts, sym_max...): the
@@ -497,6 +577,9 @@ class _Importer:
             bound = bind_args(target, args, kwargs)
             result = conv(cx, bound)
             self.env[node] = self._check(node, result, val)
+            if mutated is not None:
+                # SSA-rename the mutated tensor: later readers of it see the update.
+                self.env[mutated] = self.env[node]
         except _NoConverter:
             self.unsupported.add(key, loc)
             self.env[node] = FAILED
@@ -511,12 +594,12 @@ class _Importer:
         import torch
 
         if isinstance(val, torch.SymInt):
-            return self.expr_dim(val.node.expr)
+            return self.size_dim(val)
         if isinstance(val, torch.SymFloat):
             e = val.node.expr
             if getattr(e, "is_number", False):
                 return float(e)
-            raise Unsupported(f"symbolic float {e}")
+            return self.float_expr(e)
         if isinstance(val, torch.SymBool):
             e = val.node.expr
             if e in (True, False) or getattr(e, "is_Boolean", False) and e.is_Boolean and str(e) in ("True", "False"):
@@ -559,17 +642,21 @@ class _Importer:
         return FAILED
 
     def _resolve(self, a: Any) -> Any:
-        import torch
-
-        if isinstance(a, torch.fx.Node):
+        """FX arguments with nodes replaced by their environment entries; sets
+        ``self._saw_failed`` when one of them could not be imported."""
+        if isinstance(a, _FX_NODE[0]):
             v = self.env.get(a, FAILED)
-            return _Lazy.force(v)
+            if v is FAILED:
+                self._saw_failed = True
+            return _Lazy.force(v) if isinstance(v, _Lazy) else v
         if isinstance(a, (list, tuple)):
             items = [self._resolve(x) for x in a]
             return items if isinstance(a, list) else tuple(items)
         if isinstance(a, dict):
             return {k: self._resolve(v) for k, v in a.items()}
         return a
+
+    _saw_failed = False
 
     def inline(self, gm: Any, inputs: Sequence[Any]) -> Any:
         """Import the graph of a submodule (a higher-order op's body) in place."""
@@ -645,18 +732,25 @@ def lazy(build: Callable[[], Any]) -> _Lazy:
     return _Lazy(build)
 
 
-def _contains_failed(a: Any) -> bool:
-    if a is FAILED:
-        return True
-    if isinstance(a, (list, tuple)):
-        return any(_contains_failed(x) for x in a)
-    if isinstance(a, dict):
-        return any(_contains_failed(x) for x in a.values())
-    return False
+_SCHEMAS: dict[Any, tuple[tuple[str, bool, bool, Any], ...]] = {}
+_KEYS: dict[Any, str] = {}
 
 
 def op_key(target: Any) -> str:
     """``aten.add.Tensor`` for an OpOverload, ``operator.getitem``, ``torch.sym_max``..."""
+    try:
+        return _KEYS[target]
+    except (KeyError, TypeError):
+        pass
+    k = _op_key(target)
+    try:
+        _KEYS[target] = k
+    except TypeError:
+        pass
+    return k
+
+
+def _op_key(target: Any) -> str:
     import torch
 
     if isinstance(target, torch._ops.OpOverload):
@@ -670,6 +764,69 @@ def op_key(target: Any) -> str:
     if mod.startswith("torch"):
         return f"torch.{name}"
     return f"{mod}.{name}" if mod else name
+
+
+# ATen ops whose result may share memory with their input: an in-place update of
+# such a result (or of a tensor such a result views) would change the other too,
+# which SSA values cannot express.
+_VIEW_OPS = frozenset({
+    "view", "_unsafe_view", "reshape", "slice", "select", "transpose", "permute", "expand",
+    "unsqueeze", "squeeze", "t", "alias", "detach", "as_strided", "unflatten", "flatten", "narrow",
+    "diagonal", "split", "split_with_sizes", "chunk", "unbind", "view_as", "reshape_as", "expand_as",
+    "numpy_T", "mT", "adjoint", "swapaxes", "swapdims", "unfold", "_reshape_alias", "tensor_split",
+    # These return their input itself when there is nothing to do (same dtype, already contiguous).
+    "contiguous", "to", "type_as",
+})
+
+
+def _functional_twin(target: Any) -> Any:
+    """``aten.add.Tensor`` for ``aten.add_.Tensor``: the out-of-place form of an in-place op."""
+    import torch
+
+    if not isinstance(target, torch._ops.OpOverload):
+        return None
+    args = target._schema.arguments
+    if not args or args[0].alias_info is None or not args[0].alias_info.is_write:
+        return None
+    name = target._schema.name.split("::")[-1]
+    if not name.endswith("_") or name.startswith("_"):
+        return None
+    packet = getattr(torch.ops.aten, name[:-1], None)
+    return getattr(packet, target._overloadname, None) if packet is not None else None
+
+
+def _view_name(n: Any) -> str | None:
+    import torch
+
+    if getattr(n, "op", None) != "call_function":
+        return None
+    t = n.target
+    if isinstance(t, torch._ops.OpOverload):
+        base = t._schema.name.split("::")[-1]
+        return base if base in _VIEW_OPS else None
+    if op_key(t) == "operator.getitem":
+        src = n.args[0]
+        return _view_name(src) if hasattr(src, "op") else None
+    return None
+
+
+def _check_inplace(node: Any, mutated: Any) -> None:
+    """Refuse in-place updates whose effect would reach other aliases of the tensor."""
+    if not hasattr(mutated, "op"):
+        raise Unsupported("in-place update of a non-tensor")
+    if mutated.op in ("placeholder", "get_attr"):
+        raise Unsupported(f"in-place update of the program input or weight '{mutated.name}'")
+    v = _view_name(mutated)
+    if v is not None:
+        raise Unsupported(f"in-place update of '{mutated.name}', a view ({v}) of another tensor")
+    order = {n: i for i, n in enumerate(node.graph.nodes)}
+    here = order[node]
+    for u in mutated.users:
+        if u is node or order.get(u, here) > here or _view_name(u) is None:
+            continue
+        if any(order.get(w, 0) > here for w in u.users):
+            raise Unsupported(f"in-place update of '{mutated.name}' while its view '{u.name}' is "
+                              "still used")
 
 
 def _packet_key(target: Any) -> str:
@@ -699,16 +856,20 @@ def bind_args(target: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> di
     import torch
 
     if isinstance(target, torch._ops.OpOverload):
+        schema = _SCHEMAS.get(target)
+        if schema is None:
+            schema = tuple((a.name, a.kwarg_only, a.has_default_value(),
+                            a.default_value if a.has_default_value() else None)
+                           for a in target._schema.arguments)
+            _SCHEMAS[target] = schema
         out: dict[str, Any] = {}
-        for i, a in enumerate(target._schema.arguments):
-            if i < len(args) and not a.kwarg_only:
-                out[a.name] = args[i]
-            elif a.name in kwargs:
-                out[a.name] = kwargs[a.name]
-            elif a.has_default_value():
-                out[a.name] = a.default_value
+        for i, (name, kwarg_only, has_default, default) in enumerate(schema):
+            if i < len(args) and not kwarg_only:
+                out[name] = args[i]
+            elif name in kwargs:
+                out[name] = kwargs[name]
             else:
-                out[a.name] = None
+                out[name] = default
         return out
     out = {f"arg{i}": a for i, a in enumerate(args)}
     out.update(kwargs)
@@ -882,7 +1043,7 @@ def _program_source(ep: Any) -> str:
                 first = next(iter(stack.values()))
                 cls = first[1] if isinstance(first, tuple) else str(first)
                 return f"torch.export of {str(cls).rsplit('.', 1)[-1]}"
-    except Exception:  # noqa: BLE001 - the name is cosmetic
+    except Exception:  # noqa: BLE001, S110 - the name is cosmetic
         pass
     return "torch.export program"
 
@@ -930,12 +1091,16 @@ class _FunctionModule:
 
 
 def _first_line(e: BaseException) -> str:
-    s = str(e).strip()
-    for line in s.splitlines():
-        line = line.strip()
-        if line:
-            return line[:500]
-    return type(e).__name__
+    """The gist of an exception in one line: its first line, plus the first detail
+    line when the first only points elsewhere (torch's "Constraints violated (N)!")."""
+    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
+    if not lines:
+        return type(e).__name__
+    out = lines[0]
+    if len(lines) > 1 and ("For more information" in out or out.endswith(":")):
+        detail = next((ln for ln in lines[1:] if ln.startswith("-")), lines[1])
+        out = f"{out} {detail.lstrip('- ')}"
+    return out[:600]
 
 
 def keep_attention_decompositions() -> dict[Any, Any]:
@@ -960,19 +1125,20 @@ def decompose(ep: Any, *, keep_attention: bool = False) -> Any:
 
 def import_torch_factory(module: Any, example_inputs: Any, dynamic_shapes: Any = None, *,
                          name: str = "main", decompositions: str = "none",
-                         strict: bool = False) -> Module:
+                         strict: bool = False, source: str | None = None) -> Module:
     """Export ``module`` on ``example_inputs`` with torch.export, then import it.
 
     ``dynamic_shapes`` is passed to ``torch.export.export``; the names of its
     ``Dim`` objects become the IR's symbol names.  ``decompositions`` is
     ``"none"`` (import torch's training IR as exported), ``"core"``
     (``run_decompositions()``: core ATen, SDPA becomes math) or
-    ``"core-keep-attention"`` (core ATen but SDPA kept whole).
+    ``"core-keep-attention"`` (core ATen but SDPA kept whole).  ``source``
+    names the model in error messages (default: its class).
     """
     if decompositions not in ("none", "core", "core-keep-attention"):
         raise FrontendError(f"unknown decompositions '{decompositions}' "
                             "(expected none, core or core-keep-attention)")
-    src = f"torch.export of {type(module).__name__}"
+    src = source or f"torch.export of {type(module).__name__}"
     ep = export_module(module, example_inputs, dynamic_shapes, strict=strict, source=src)
     names = dim_names_from_spec(ep, dynamic_shapes, module, example_inputs)
     if decompositions != "none":
@@ -989,10 +1155,35 @@ def load_pt2(path: str | os.PathLike[str], name: str = "main", *,
     See :mod:`irkit.frontends.torch_pt2` (and docs/frontend-torch.md) for what
     is checked before torch's deserializer sees the file.
     """
-    from irkit.frontends.torch_pt2 import load_exported_program_safely
+    from irkit.frontends.torch_pt2 import load_exported_program_safely, read_dim_names
 
     ep = load_exported_program_safely(path)
-    return import_exported_program(ep, name, dim_names=dim_names, source=str(path))
+    names = read_dim_names(path)
+    names.update(dim_names or {})
+    return import_exported_program(ep, name, dim_names=names, source=str(path))
+
+
+def save_pt2(ep: Any, path: str | os.PathLike[str], *, dynamic_shapes: Any = None,
+             dim_names: Mapping[str, str] | None = None) -> None:
+    """``torch.export.save`` plus the Dim names, so :func:`load_pt2` keeps ``B``/``S``.
+
+    The names ride in an extra JSON file of the archive (torch ignores it);
+    give either the ``dynamic_shapes`` used for export or ``dim_names``.
+    """
+    import json
+
+    import torch
+
+    from irkit.frontends.torch_pt2 import DIM_NAMES_RECORD
+
+    names = dict(dim_names or {})
+    if dynamic_shapes is not None:
+        for k, v in dim_names_from_spec(ep, dynamic_shapes).items():
+            names.setdefault(k, v)
+    try:
+        torch.export.save(ep, os.fspath(path), extra_files={DIM_NAMES_RECORD: json.dumps(names)})
+    except Exception as e:  # noqa: BLE001
+        raise FrontendError(f"{path}: torch.export.save failed: {type(e).__name__}: {_first_line(e)}") from None
 
 
 # ---------------------------------------------------------------------------
@@ -1072,16 +1263,8 @@ def import_factory_spec(spec: str, *, name: str = "main", decompositions: str = 
                             "(torch.nn.Module, example_inputs) or (module, inputs, dynamic_shapes)")
     module, inputs = result[0], result[1]
     dyn = result[2] if len(result) == 3 else None
-    m = import_torch_factory(module, inputs, dyn, name=name, decompositions=decompositions)
-    return m
-
-
-__all__ = [
-    "import_exported_program", "import_torch_factory", "load_pt2", "import_factory_spec",
-    "load_factory_spec", "is_torch_factory_result", "export_module", "decompose",
-    "keep_attention_decompositions", "dim_names_from_spec", "Unsupported", "Cx", "lazy",
-    "torch_dtype_to_ir", "tensor_to_numpy", "node_location", "supported_ops",
-]
+    return import_torch_factory(module, inputs, dyn, name=name, decompositions=decompositions,
+                                source=label)
 
 
 def supported_ops() -> list[str]:
@@ -1089,3 +1272,67 @@ def supported_ops() -> list[str]:
     from irkit.frontends import torch_ops
 
     return sorted(torch_ops.CONVERTERS)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Import a .pt2 file or a ``file.py:factory`` and print (or write) its IR; errors are one line."""
+    import argparse
+
+    from irkit.errors import IrkitError
+
+    p = argparse.ArgumentParser(prog="python -m irkit.frontends.torch_export",
+                                description="Import a torch.export program into irkit IR.")
+    p.add_argument("source", nargs="?", help="a .pt2 file, or FILE.py:FACTORY")
+    p.add_argument("-o", "--output", default="-",
+                   help="write IR here (.mlir, with a .safetensors sidecar); default: stdout")
+    p.add_argument("--name", default="main", help="entry function name (default: main)")
+    p.add_argument("--decompositions", default="none", choices=("none", "core", "core-keep-attention"),
+                   help="for a factory: import torch's training IR as exported (none), after "
+                        "run_decompositions() (core), or core with SDPA kept whole")
+    p.add_argument("--list-ops", action="store_true", help="list the supported ATen ops and exit")
+    args = p.parse_args(argv)
+    if args.list_ops:
+        print("\n".join(supported_ops()))
+        return 0
+    if not args.source:
+        p.error("a .pt2 file or FILE.py:FACTORY is required")
+    try:
+        if ":" in args.source and not Path(args.source).exists():
+            m = import_factory_spec(args.source, name=args.name, decompositions=args.decompositions)
+        else:
+            m = load_pt2(args.source, args.name)
+        from irkit.text.io import write_module
+
+        write_module(m, args.output)
+    except (IrkitError, ValueError) as e:
+        msg = " ".join(str(e).split())
+        sys.stderr.write(f"irkit: error: {msg}\n")
+        return 1
+    return 0
+
+
+__all__ = [
+    "Cx",
+    "Unsupported",
+    "decompose",
+    "dim_names_from_spec",
+    "export_module",
+    "import_exported_program",
+    "import_factory_spec",
+    "import_torch_factory",
+    "is_torch_factory_result",
+    "keep_attention_decompositions",
+    "lazy",
+    "load_factory_spec",
+    "load_pt2",
+    "main",
+    "node_location",
+    "save_pt2",
+    "supported_ops",
+    "tensor_to_numpy",
+    "torch_dtype_to_ir",
+]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

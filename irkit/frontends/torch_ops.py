@@ -19,13 +19,14 @@ torch's training IR (``linear``, ``layer_norm``, ``scaled_dot_product_attention`
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from irkit.frontends.torch_export import Cx, Unsupported, lazy, result_dtype, torch_dtype_to_ir
 from irkit.ir.core import Value
-from irkit.ir.types import Dim, DType, SymDim, dim_add, dim_mul, dim_prod, dim_sub, normalize_axis
+from irkit.ir.types import Dim, DType, SymDim, dim_add, dim_mul, dim_prod, normalize_axis
 
 Converter = Callable[[Cx, dict], Any]
 CONVERTERS: dict[str, Converter] = {}
@@ -78,6 +79,12 @@ def _float_dtype(cx: Cx) -> DType:
     if not dt.is_float:
         raise Unsupported(f"result dtype {dt} where a float was expected")
     return dt
+
+
+def _opname(cx: Cx) -> str:
+    """The ATen name of the node being converted, without namespace or overload (``baddbmm``)."""
+    return cx.node.target._schema.name.split("::")[-1].rstrip("_") if hasattr(cx.node.target, "_schema") \
+        else str(cx.node.target)
 
 
 def _and(cx: Cx, x: Value, y: Value) -> Value:
@@ -138,7 +145,7 @@ def _native_dropout(cx: Cx, a: dict) -> Any:
     return (out, lazy(lambda: cx.splat(True, DType.bool, x.shape)))
 
 
-@conv("_to_copy", "to", "type_as", "_to_dim_order_copy", "to_dtype", "_autocast_to_reduced_precision",
+@conv("_to_copy", "to", "type_as", "_autocast_to_reduced_precision",
       "_autocast_to_full_precision")
 def _to(cx: Cx, a: dict) -> Any:
     x = _require(a.get("self"), "input")
@@ -304,19 +311,17 @@ for _name, (_ik, _fo) in _UNARY.items():
     conv(_name)(_unary(_ik, _fo))
 
 
-@conv("floor", "ceil", "trunc", "fix", "round.default")
+@conv("floor", "ceil", "trunc", "fix")
 def _rounding(cx: Cx, a: dict) -> Any:
     x = _require(a["self"], "input")
     if x.dtype.is_int or x.dtype.is_bool:
         return x
-    name = str(cx.node.target.overloadpacket).split(".")[-1]
+    name = _opname(cx)
     if name == "floor":
         return cx.b.floor(x)
     if name == "ceil":
         return cx.b.ceil(x)
-    if name in ("trunc", "fix"):
-        return _trunc(cx, x)
-    raise Unsupported("round (half to even) has no IR op")
+    return _trunc(cx, x)
 
 
 @conv("gelu")
@@ -571,7 +576,7 @@ conv("min.dim")(_max_min_dim("min"))
 @conv("argmax", "argmin")
 def _argmax(cx: Cx, a: dict) -> Any:
     x = _require(a["self"], "input")
-    if str(cx.node.target.overloadpacket).endswith("argmin"):
+    if _opname(cx) == "argmin":
         x = cx.b.neg(x) if not x.dtype.is_bool else x
     dim = a.get("dim")
     keep = bool(a.get("keepdim") or False)
@@ -585,7 +590,7 @@ def _argmax(cx: Cx, a: dict) -> Any:
 @conv("any", "all")
 def _any_all(cx: Cx, a: dict) -> Any:
     x = _as_bool(cx, _require(a["self"], "input"))
-    which = str(cx.node.target.overloadpacket).split(".")[-1]
+    which = _opname(cx)
     dims = a.get("dim")
     axes = _axes(dims, x.type.rank)
     keep = bool(a.get("keepdim") or False)
@@ -618,7 +623,7 @@ def _var(cx: Cx, a: dict) -> Any:
         n = _count(cx, x, axes)
         nt = cx.tensor(n, dt) if isinstance(n, int) else cx.cast(cx.dim_tensor(n), dt)
         var = cx.b.mul(var, cx.b.div(nt, cx.b.sub(nt, cx.tensor(float(corr), dt))))
-    if str(cx.node.target.overloadpacket).endswith("std"):
+    if _opname(cx) == "std":
         return cx.b.sqrt(var)
     return var
 
@@ -685,7 +690,7 @@ def _softmax(cx: Cx, a: dict) -> Any:
     x = cx.cast(_require(a["self"], "input"), dt)
     ax = int(a["dim"])
     y = cx.b.softmax(x, axis=ax)
-    if str(cx.node.target.overloadpacket).endswith("_safe_softmax"):
+    if _opname(cx) == "_safe_softmax":
         # _safe_softmax: a row where every score is -inf gives zeros, not NaN.
         live = cx.b.ne(x, cx.tensor(float("-inf"), dt))
         anyl = cx.cast(cx.b.reduce_max(cx.cast(live, DType.i8), axes=(_axis(ax, x.type.rank),),
@@ -790,7 +795,7 @@ def _group_norm(cx: Cx, a: dict) -> Any:
         y = cx.b.mul(y, cx.reshape(w, bshape))
     if isinstance(b, Value):
         y = cx.b.add(y, cx.reshape(b, bshape))
-    if str(cx.node.target.overloadpacket).endswith("native_group_norm"):
+    if _opname(cx) == "native_group_norm":
         return (y, lazy(lambda: _unsupported_stat()), lazy(lambda: _unsupported_stat()))
     return y
 
@@ -818,7 +823,7 @@ def _batch_norm(cx: Cx, a: dict) -> Any:
         y = cx.b.mul(y, cx.reshape(cx.cast(w, dt), bshape))
     if isinstance(b, Value):
         y = cx.b.add(y, cx.reshape(cx.cast(b, dt), bshape))
-    if cx.node.target.overloadpacket.__name__ == "batch_norm":
+    if _opname(cx) == "batch_norm":
         return y
     return (y,) + tuple(lazy(_unsupported_stat) for _ in range(len(cx.meta) - 1))
 
@@ -849,13 +854,15 @@ def _matmul(cx: Cx, a: dict) -> Any:
 
 @conv("linear")
 def _linear(cx: Cx, a: dict) -> Any:
-    x = _require(a["input"], "input")
-    w = _require(a["weight"], "weight")
+    # Under autocast torch records the reduced dtype as the result: compute in it.
+    dt = cx.out_dtype
+    x = cx.cast(_require(a["input"], "input"), dt)
+    w = cx.cast(_require(a["weight"], "weight"), dt)
     wt = cx.b.transpose(w, perm=(1, 0)) if w.type.rank == 2 else w
     y = _matmul_general(cx, x, wt)
     bias = a.get("bias")
     if isinstance(bias, Value):
-        y = cx.b.add(y, bias)
+        y = cx.b.add(y, cx.cast(bias, dt))
     return y
 
 
@@ -871,7 +878,7 @@ def _addmm(cx: Cx, a: dict) -> Any:
     x = cx.cast(_require(a.get("mat1", a.get("batch1")), "mat1"), dt)
     y = cx.cast(_require(a.get("mat2", a.get("batch2")), "mat2"), dt)
     p = cx.b.matmul(x, y)
-    if str(cx.node.target.overloadpacket).endswith("addbmm"):
+    if _opname(cx) == "addbmm":
         p = cx.b.reduce_sum(p, axes=(0,), keepdims=False)
     p = _scaled(cx, p, a.get("alpha"))
     beta = a.get("beta")
@@ -1096,8 +1103,13 @@ def _index(cx: Cx, a: dict) -> Any:
     if len(pos) == 1:
         return cx.b.gather(x, indices[first], axis=first)
     # Several adjacent index tensors: flatten those dims and index them with one linear index.
-    idx = [cx.cast(indices[i], DType.i64) for i in pos]
     sizes = [x.shape[i] for i in pos]
+    idx = []
+    for i, n in zip(pos, sizes):
+        t = cx.cast(indices[i], DType.i64)
+        # Negative indices count from the end; wrap them before combining.
+        nt = cx.tensor(n, DType.i64)
+        idx.append(cx.b.where(cx.b.lt(t, cx.tensor(0, DType.i64)), cx.b.add(t, nt), t))
     lin: Value | None = None
     for t, n in zip(idx, sizes):
         lin = t if lin is None else cx.b.add(cx.b.mul(lin, cx.tensor(n, DType.i64)), t)
@@ -1116,11 +1128,6 @@ def _index(cx: Cx, a: dict) -> Any:
 def _reshape(cx: Cx, a: dict) -> Any:
     x = _require(a["self"], "input")
     return cx.reshape(x, cx.out_shape)
-
-
-@conv("view.dtype")
-def _view_dtype(cx: Cx, a: dict) -> Any:
-    raise Unsupported("reinterpreting bits as another dtype")
 
 
 @conv("permute", "permute_copy")
@@ -1152,8 +1159,7 @@ def _t(cx: Cx, a: dict) -> Any:
     r = x.type.rank
     if r < 2:
         return x
-    name = str(cx.node.target.overloadpacket).split(".")[-1]
-    if name == "numpy_T":
+    if _opname(cx) == "numpy_T":
         perm = tuple(reversed(range(r)))
     else:
         perm = tuple(range(r - 2)) + (r - 1, r - 2)
@@ -1328,13 +1334,10 @@ def _repeat(cx: Cx, a: dict) -> Any:
     return x
 
 
-@conv("repeat_interleave.self_int", "repeat_interleave.self_Tensor")
+@conv("repeat_interleave.self_int")
 def _repeat_interleave(cx: Cx, a: dict) -> Any:
     x = _require(a["self"], "input")
-    reps = a["repeats"]
-    if isinstance(reps, Value):
-        raise Unsupported("repeat_interleave with a tensor of repeats")
-    rep = cx.dim(reps)
+    rep = cx.dim(a["repeats"])
     dim = a.get("dim")
     if dim is None:
         x = cx.reshape(x, (dim_prod(x.shape),))

@@ -23,9 +23,10 @@ import logging
 import pkgutil
 import sys
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -68,7 +69,7 @@ def find_factory(name: str) -> Callable[[], tuple[Any, tuple[Any, ...], Any]]:
         reg = importlib.import_module("examples.models.registry")
     except ModuleNotFoundError:
         reg = None
-    for attr in ("get", "factory", "get_factory"):
+    for attr in ("factory", "get", "get_factory"):
         fn = getattr(reg, attr, None) if reg is not None else None
         if callable(fn):
             try:
@@ -110,8 +111,12 @@ def _dim_names(dynamic_shapes: Any, names: list[str]) -> dict[str, dict[int, str
 
 
 def export_onnx(model: Any, inputs: tuple[Any, ...], dynamic_shapes: Any, path: str | Path, *,
-                exporter: Exporter = "dynamo", opset: int | None = None) -> OnnxExport:
-    """Export ``model`` to ``path`` with one of the torch exporters; dynamic dims keep their names."""
+                exporter: Exporter = "dynamo", opset: int | None = None, reuse: bool = False) -> OnnxExport:
+    """Export ``model`` to ``path`` with one of the torch exporters; dynamic dims keep their names.
+
+    ``reuse`` keeps an existing file at ``path`` instead of exporting again
+    (callers put a content hash in the name, see :func:`export_example`).
+    """
     import torch
 
     path = Path(path)
@@ -119,18 +124,21 @@ def export_onnx(model: Any, inputs: tuple[Any, ...], dynamic_shapes: Any, path: 
     model = model.eval()
     names = input_names_of(model, len(inputs))
     dims = _dim_names(dynamic_shapes, names)
-    quiet = io.StringIO()
-    with warnings.catch_warnings(), contextlib.redirect_stdout(quiet), _quiet_logs(), torch.no_grad():
-        warnings.simplefilter("ignore")
-        if exporter == "dynamo":
-            torch.onnx.export(model, tuple(inputs), str(path), dynamo=True, dynamic_shapes=dynamic_shapes,
-                              opset_version=opset, input_names=names, verbose=False, external_data=False)
-        elif exporter == "torchscript":
-            opset = opset or TORCHSCRIPT_DEFAULT_OPSET
-            torch.onnx.export(model, tuple(inputs), str(path), dynamo=False, opset_version=opset,
-                              input_names=names, dynamic_axes={k: dict(v) for k, v in dims.items()} or None)
-        else:
-            raise ValueError(f"unknown exporter '{exporter}' (expected one of {', '.join(EXPORTERS)})")
+    if not (reuse and path.is_file()):
+        tmp = path.with_name(f".{path.name}.tmp")
+        quiet = io.StringIO()
+        with warnings.catch_warnings(), contextlib.redirect_stdout(quiet), _quiet_logs(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            if exporter == "dynamo":
+                torch.onnx.export(model, tuple(inputs), str(tmp), dynamo=True, dynamic_shapes=dynamic_shapes,
+                                  opset_version=opset, input_names=names, verbose=False, external_data=False)
+            elif exporter == "torchscript":
+                torch.onnx.export(model, tuple(inputs), str(tmp), dynamo=False,
+                                  opset_version=opset or TORCHSCRIPT_DEFAULT_OPSET, input_names=names,
+                                  dynamic_axes={k: dict(v) for k, v in dims.items()} or None)
+            else:
+                raise ValueError(f"unknown exporter '{exporter}' (expected one of {', '.join(EXPORTERS)})")
+        tmp.replace(path)
     import onnx
 
     proto = onnx.load(str(path), load_external_data=False)
@@ -141,12 +149,39 @@ def export_onnx(model: Any, inputs: tuple[Any, ...], dynamic_shapes: Any, path: 
 
 
 def export_example(name: str, out_dir: str | Path, *, exporter: Exporter = "dynamo",
-                   opset: int | None = None) -> OnnxExport:
-    """Build example ``name`` and export it to ``out_dir/<name>.<exporter>[.opsetN].onnx``."""
-    model, inputs, dyn = find_factory(name)()
-    suffix = f".opset{opset}" if opset else ""
+                   opset: int | None = None, reuse: bool = False, dynamic: bool = True) -> OnnxExport:
+    """Build example ``name`` and export it to ``out_dir/<name>.<exporter>[.opsetN].onnx``.
+
+    With ``reuse`` the file name carries a hash of the torch and onnx versions
+    and of the example's source, and an existing file is used as is: a
+    persistent cache that can never serve a stale export.  ``dynamic=False``
+    exports with the example's static shapes.
+    """
+    factory = find_factory(name)
+    model, inputs, dyn = factory()
+    if not dynamic:
+        dyn = None
+    suffix = (f".opset{opset}" if opset else "") + ("" if dynamic else ".static")
+    if reuse:
+        suffix += "." + _source_key(factory)
     return export_onnx(model, inputs, dyn, Path(out_dir) / f"{name}.{exporter}{suffix}.onnx",
-                       exporter=exporter, opset=opset)
+                       exporter=exporter, opset=opset, reuse=reuse)
+
+
+def _source_key(factory: Callable[..., Any]) -> str:
+    import hashlib
+
+    import onnx
+    import torch
+
+    h = hashlib.blake2b(digest_size=6)
+    h.update(f"{torch.__version__}|{onnx.__version__}".encode())
+    for obj in (sys.modules.get(factory.__module__), sys.modules[__name__]):
+        try:
+            h.update(Path(inspect.getfile(obj)).read_bytes())  # type: ignore[arg-type]
+        except (TypeError, OSError):
+            pass
+    return h.hexdigest()
 
 
 @contextlib.contextmanager
@@ -163,5 +198,12 @@ def _quiet_logs() -> Any:
             lg.setLevel(lv)
 
 
-__all__ = ["OnnxExport", "export_onnx", "export_example", "find_factory", "input_names_of", "EXPORTERS",
-           "TORCHSCRIPT_DEFAULT_OPSET"]
+__all__ = [
+    "EXPORTERS",
+    "TORCHSCRIPT_DEFAULT_OPSET",
+    "OnnxExport",
+    "export_example",
+    "export_onnx",
+    "find_factory",
+    "input_names_of",
+]

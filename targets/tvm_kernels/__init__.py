@@ -1,0 +1,70 @@
+"""Hand-scheduled TVM kernels and the glue to run a sequence of them as one Relax module.
+
+The ``tvm-llvm`` and ``tvm-cuda`` targets lower IR ops to these builders; each returns a
+:class:`Kernel` (a scheduled TensorIR PrimFunc plus its signature and target).
+
+Modules (the builder functions live in them, e.g. ``tvm_kernels.matmul.matmul``; they are not
+re-exported here because several share their module's name):
+
+- :mod:`.matmul` -- batched, broadcasting matmul with fused bias + activation; CPU
+  BLIS-style packing and register tiling, CUDA shared-memory tiling and WMMA tensor cores.
+- :mod:`.attention` -- fused online-softmax attention (GQA, causal, additive bias).
+- :mod:`.elementwise` -- one kernel from an expression tree of elementwise/broadcast ops.
+- :mod:`.reduce` -- softmax, layer_norm, rms_norm and sum/mean/max/min reductions.
+- :mod:`.movement` -- reshape, transpose, slice, concat, gather, pad.
+- :mod:`.conv` -- conv2d (NCHW/OIHW, groups).
+- :mod:`.graph` -- Relax module assembly, compile, run (CPU), CUDA source/PTX.
+- :mod:`.common` -- targets, the Kernel record, build/run/inspect helpers.
+- :mod:`.tensorize` -- WMMA tensorization that works around ``Schedule.tensorize``
+  crashing in TVM 0.27.
+"""
+
+from __future__ import annotations
+
+from .common import (
+    Kernel,
+    KernelArtifacts,
+    TensorSig,
+    compile_kernel,
+    cpu_target,
+    cuda_target,
+    cuda_to_ptx,
+    find_nvcc,
+    host_cpu,
+    inspect,
+    run,
+    time_kernel,
+)
+from .graph import (
+    CompiledGraph,
+    CudaGraphArtifacts,
+    Step,
+    build_module,
+    compile_graph,
+    cuda_artifacts,
+    kernel_artifacts,
+    run_graph,
+)
+
+__all__ = [
+    "CompiledGraph",
+    "CudaGraphArtifacts",
+    "Kernel",
+    "KernelArtifacts",
+    "Step",
+    "TensorSig",
+    "build_module",
+    "compile_graph",
+    "compile_kernel",
+    "cpu_target",
+    "cuda_artifacts",
+    "cuda_target",
+    "cuda_to_ptx",
+    "find_nvcc",
+    "host_cpu",
+    "inspect",
+    "kernel_artifacts",
+    "run",
+    "run_graph",
+    "time_kernel",
+]

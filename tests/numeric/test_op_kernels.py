@@ -119,6 +119,7 @@ case("ik.split", [f32(2, 7)], {"axis": 1, "sizes": (3, 4)}, lambda x: [tn(t) for
 case("ik.gather", [f32(10, 4), ints(2, 3, hi=10)], {"axis": 0},
      lambda w, i: tn(F.embedding(T(i), T(w))))
 case("ik.iota", [], {"shape": (3, 4), "axis": 1, "dtype": DType.i64}, lambda: tn(torch.arange(4).expand(3, 4)))
+case("ik.dim_value", [], {"dim": (7,), "dtype": DType.f32}, lambda: tn(torch.tensor(7.0)))
 case("ik.pad", [f32(2, 3)], {"pads": (1, 0, 2, 3), "value": 0.5},
      lambda x: tn(F.pad(T(x), (0, 3, 1, 2), value=0.5)))
 _cval = f32(2, 3)

@@ -1,0 +1,237 @@
+"""How the optimising pipeline's time grows with model depth (GPT-2-style, 1 to 24 layers).
+
+Two sources of GPT-2-style modules:
+
+- ``synthetic``: :func:`irkit.testing.blocks.gpt2_style_module` (exporter
+  spelling built directly in the IR; hidden 64, 4 heads, dynamic ``B``/``S``);
+- ``torch``: the torch GPT-2 example (``examples/models/gpt2.py``, tiny config
+  with ``layers=n``) imported through the torch frontend
+  (``import_torch_factory``, the factory's dynamic dims).  The import time is
+  reported too; ``--torch-layers ''`` leaves this source out.
+
+For each module the pipeline (default: the optimising pipeline
+``canonicalize,fuse-attention,fuse-norm,fuse-activation,fuse-elementwise,cse,dce``)
+runs under :class:`irkit.passmanager.PassManager` with timing on, on a fresh
+clone each repeat; repeats are interleaved across sizes (round r runs every
+size once) so machine load hits every size alike.  Reported: the median time of
+each pass, the pipeline total (sum of passes), the per-pass IR verification the
+pass manager does on top (``verify``), the time per layer and per op, and a
+least-squares fit ``total = a + b * layers`` with its R², plus the growth
+factor (time ratio / op ratio against the smallest size; 1.0 is linear).
+
+Writes markdown to stdout and to ``benchmarks/results/pipeline_scaling.md``,
+the command at the top.
+
+Run: python benchmarks/pipeline_scaling.py [--layers 1,2,4,8,12,24] [--torch-layers 1,2,4,8,12,24]
+     [--repeats 5] [--pipeline PIPELINE] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import contextlib  # noqa: E402
+import io  # noqa: E402
+import platform  # noqa: E402
+import shlex  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+import warnings  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from irkit.bench import Timing  # noqa: E402
+from irkit.ir.core import Module  # noqa: E402
+from irkit.passmanager import PassManager  # noqa: E402
+
+PIPELINE = "canonicalize,fuse-attention,fuse-norm,fuse-activation,fuse-elementwise,cse,dce"
+
+
+@dataclass
+class Case:
+    source: str
+    layers: int
+    module: Module
+    ops_before: int
+    import_s: float | None = None
+    ops_after: int = 0
+    attention: int = 0
+    pass_names: list[str] = field(default_factory=list)
+    pass_samples: dict[str, list[float]] = field(default_factory=dict)
+    total_samples: list[float] = field(default_factory=list)
+    wall_samples: list[float] = field(default_factory=list)
+
+    def median(self, name: str) -> float:
+        return Timing(self.pass_samples[name]).median
+
+    @property
+    def total(self) -> Timing:
+        return Timing(self.total_samples)
+
+    @property
+    def verify(self) -> float:
+        return Timing([w - t for w, t in zip(self.wall_samples, self.total_samples)]).median
+
+
+def num_ops(m: Module) -> int:
+    return sum(1 for _ in m.entry.walk())
+
+
+def synthetic(n: int) -> Case:
+    from irkit.testing.blocks import gpt2_style_module
+
+    m = gpt2_style_module(layers=n)
+    return Case("synthetic", n, m, num_ops(m))
+
+
+def torch_gpt2(n: int) -> Case:
+    import torch
+
+    from examples.models.gpt2 import _GPT2_TINY, gpt2
+    from irkit.frontends.torch_export import import_torch_factory
+
+    torch.set_num_threads(1)
+    from dataclasses import replace
+
+    model, inputs, dyn = gpt2(replace(_GPT2_TINY, layers=n))
+    t0 = time.perf_counter()
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        m = import_torch_factory(model.eval(), inputs, dyn)
+    return Case("torch", n, m, num_ops(m), import_s=time.perf_counter() - t0)
+
+
+def run_once(c: Case, pipeline: str) -> None:
+    m = c.module.clone()
+    pm = PassManager(pipeline, timing=True)
+    t0 = time.perf_counter()
+    pm.run(m)
+    wall = time.perf_counter() - t0
+    if not c.pass_names:
+        c.pass_names = [t.name for t in pm.timings]
+        c.ops_after = num_ops(m)
+        c.attention = sum(1 for op in m.entry.walk() if op.name == "ik.attention")
+    for t in pm.timings:
+        c.pass_samples.setdefault(t.name, []).append(t.seconds)
+    c.total_samples.append(sum(t.seconds for t in pm.timings))
+    c.wall_samples.append(wall)
+
+
+def fit(xs: list[float], ys: list[float]) -> tuple[float, float, float]:
+    """Least squares ``y = a + b x``: (a, b, R²)."""
+    x, y = np.asarray(xs, float), np.asarray(ys, float)
+    if len(x) < 2:
+        return float(y[0]) if len(y) else 0.0, 0.0, 1.0
+    b, a = np.polyfit(x, y, 1)
+    pred = a + b * x
+    ss_res = float(np.sum((y - pred) ** 2))
+    ss_tot = float(np.sum((y - y.mean()) ** 2)) or 1e-30
+    return float(a), float(b), 1.0 - ss_res / ss_tot
+
+
+def section(source: str, cases: list[Case], pipeline: str) -> list[str]:
+    L: list[str] = []
+    title = {"synthetic": "Synthetic GPT-2-style modules (irkit.testing.blocks.gpt2_style_module)",
+             "torch": "Torch GPT-2 example imported through torch.export (examples/models/gpt2.py, tiny config)"}
+    L.append(f"## {title[source]}")
+    L.append("")
+    passes = cases[0].pass_names
+    L.append("Per-pass median ms (spread of the total = inter-quartile range / median).")
+    L.append("")
+    L.append("| layers | ops before | ops after | ik.attention | " + " | ".join(passes)
+             + " | total ms | spread | verify ms | total ms / layer | µs / op |")
+    L.append("|---:|---:|---:|---:|" + "---:|" * len(passes) + "---:|---:|---:|---:|---:|")
+    for c in cases:
+        tot = c.total
+        L.append(f"| {c.layers} | {c.ops_before} | {c.ops_after} | {c.attention} | "
+                 + " | ".join(f"{1e3 * c.median(p):.1f}" for p in passes)
+                 + f" | {1e3 * tot.median:.1f} | {100 * tot.spread:.0f}% | {1e3 * c.verify:.1f} | "
+                 f"{1e3 * tot.median / c.layers:.1f} | {1e6 * tot.median / c.ops_before:.0f} |")
+    L.append("")
+    # Linearity: fit total and each pass against layers; growth against the smallest size.
+    xs = [c.layers for c in cases]
+    a, b, r2 = fit(xs, [c.total.median for c in cases])
+    base = cases[0]
+    L.append(f"Linearity: total ≈ {1e3 * a:.1f} ms + {1e3 * b:.1f} ms × layers (R² = {r2:.3f}).")
+    L.append("")
+    L.append("| pass | fixed ms (a) | ms per layer (b) | R² | growth " + f"{base.layers}→{cases[-1].layers} layers "
+             "(time ratio / op ratio; 1.0 = linear) |")
+    L.append("|---|---:|---:|---:|---:|")
+    op_ratio = cases[-1].ops_before / base.ops_before
+    for p in passes + ["total"]:
+        ys = [c.total.median if p == "total" else c.median(p) for c in cases]
+        pa, pb, pr2 = fit(xs, ys)
+        growth = (ys[-1] / ys[0]) / op_ratio if ys[0] > 0 else float("nan")
+        L.append(f"| {p} | {1e3 * pa:.1f} | {1e3 * pb:.2f} | {pr2:.3f} | {growth:.2f} |")
+    L.append("")
+    if source == "torch":
+        L.append("Import time (torch.export + IR import, once per size): "
+                 + ", ".join(f"{c.layers} layers {c.import_s:.1f} s" for c in cases) + ".")
+        L.append("")
+    return L
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--layers", default="1,2,4,8,12,24", help="synthetic module sizes")
+    ap.add_argument("--torch-layers", default="1,2,4,8,12,24",
+                    help="torch GPT-2 sizes imported through torch.export ('' to skip)")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--pipeline", default=PIPELINE)
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "pipeline_scaling.md"))
+    args = ap.parse_args()
+    t_start = time.perf_counter()
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+
+    groups: dict[str, list[Case]] = {}
+    sizes = [int(x) for x in args.layers.split(",") if x.strip()]
+    if sizes:
+        groups["synthetic"] = [synthetic(n) for n in sizes]
+    tsizes = [int(x) for x in args.torch_layers.split(",") if x.strip()]
+    if tsizes:
+        groups["torch"] = []
+        for n in tsizes:
+            print(f"importing torch GPT-2 with {n} layers ...", file=sys.stderr, flush=True)
+            groups["torch"].append(torch_gpt2(n))
+    all_cases = [c for cs in groups.values() for c in cs]
+    for c in all_cases:  # one untimed run each: imports, caches
+        run_once(c, args.pipeline)
+        c.pass_samples.clear()
+        c.total_samples.clear()
+        c.wall_samples.clear()
+    for r in range(args.repeats):
+        print(f"round {r + 1}/{args.repeats}", file=sys.stderr, flush=True)
+        order = all_cases if r % 2 == 0 else all_cases[::-1]
+        for c in order:
+            run_once(c, args.pipeline)
+
+    command = "python benchmarks/pipeline_scaling.py" + "".join(" " + shlex.quote(a) for a in sys.argv[1:])
+    L = ["# Optimising-pipeline time against depth", "",
+         f"Command: `{command}`", "",
+         f"Pipeline: `{args.pipeline}`. Machine: {platform.machine()}, {os.cpu_count()} cores, load average at start "
+         f"{load} (shared; single Python thread). Median of {args.repeats} interleaved repeats on fresh clones, "
+         f"after one untimed run each. Pass times are PassManager timings; `verify` is the IR verification the "
+         f"pass manager runs after every pass (not in the total). Run took {(time.perf_counter() - t_start) / 60:.1f} "
+         "min.", ""]
+    for source, cases in groups.items():
+        L += section(source, cases, args.pipeline)
+    text = "\n".join(L)
+    print(text)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,289 @@
+"""``fuse-activation``: GELU (erf and tanh forms) and SiLU written out as math → ``ik.gelu`` / ``ik.silu``.
+
+Design note.  GELU has many spellings — ``0.5*x*(1+erf(x/sqrt(2)))``,
+``x*0.5*(1.0+erf(x*0.70710678))``, ``0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3)))``
+with ``x*x*x`` or ``pow(x, 3)``, the constant folded or not, the halving as a
+``div`` by 2 — and one matcher per spelling is the Inductor trap.  This pass
+matches the *function* instead:
+
+1. From a root op it collects the elementwise expression above it: ops from
+   {add, sub, mul, div, neg, pow, erf, tanh, exp, sigmoid, sqrt, rsqrt,
+   reciprocal, float casts} whose other operands are scalar constants, down to
+   one variable ``x`` (the deepest value the whole expression depends on alone).
+2. It evaluates that expression in float64 on 170 points in [-20, 20] — with
+   the constants exactly as stored — and compares it with GELU (erf), GELU
+   (tanh) and SiLU.  The expression is analytic (no piecewise ops are
+   admitted), so agreement on that many points means the same function.  The
+   tolerance follows the constants' precision: 1e-6 for float32 constants,
+   2e-3 for float16/bfloat16 ones.  A wrong constant (0.044 for 0.044715)
+   fails, and ``--explain`` says by how much and where.
+
+Intermediate values must have no user outside the expression.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import special
+
+from irkit.ir.core import Location, Op, Value
+from irkit.ir.ops import BINARY, UNARY
+from irkit.ir.types import DType
+from irkit.passes.canon_attention import is_float_cast, mk
+from irkit.passes.fuse_attention import run_fusion
+from irkit.passmanager import Pass, PassContext, register_pass
+from irkit.rewrite import Fail, Match, NearMiss, Pattern, Rewriter, splat_constant
+
+_UNARY_OPS = frozenset({"ik.neg", "ik.erf", "ik.tanh", "ik.exp", "ik.sigmoid", "ik.sqrt", "ik.rsqrt",
+                        "ik.reciprocal"})
+_BINARY_OPS = frozenset({"ik.add", "ik.sub", "ik.mul", "ik.div", "ik.pow"})
+_SIGNATURE = frozenset({"ik.erf", "ik.tanh", "ik.sigmoid", "ik.exp"})
+MAX_EXPR_OPS = 24
+NEAR_MISS = 0.1
+"""An expression within this relative error of a target is reported by --explain as a near miss."""
+
+POINTS = np.concatenate([np.linspace(-8.0, 8.0, 161), [-20.0, -14.0, -11.0, 11.0, 14.0, 20.0, 0.3, -0.7, 2.5]])
+
+
+def _gelu_erf(x: np.ndarray) -> np.ndarray:
+    return 0.5 * x * (1.0 + special.erf(x / math.sqrt(2.0)))
+
+
+def _gelu_tanh(x: np.ndarray) -> np.ndarray:
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+
+
+def _silu(x: np.ndarray) -> np.ndarray:
+    return x * special.expit(x)
+
+
+TARGETS: dict[str, tuple[str, dict, object]] = {
+    "gelu(erf)": ("ik.gelu", {"approximate": "none"}, _gelu_erf),
+    "gelu(tanh)": ("ik.gelu", {"approximate": "tanh"}, _gelu_tanh),
+    "silu": ("ik.silu", {}, _silu),
+}
+
+
+def _scalar(v: Value) -> float | None:
+    if not v.type.dtype.is_float:
+        return None
+    if any(d != 1 for d in v.type.shape):
+        return None
+    c = splat_constant(v)
+    return None if c is None else float(c)
+
+
+def _in_expr(op: Op) -> bool:
+    if op.name in _UNARY_OPS:
+        return op.results[0].type.dtype.is_float
+    if op.name in _BINARY_OPS:
+        return op.results[0].type.dtype.is_float
+    return is_float_cast(op)
+
+
+@dataclass
+class _Expr:
+    root: Op
+    ops: dict[int, Op]  # every op of the expression reachable from the root through expression ops
+
+
+def _collect(root: Op) -> _Expr | None:
+    ops: dict[int, Op] = {}
+    stack = [root]
+    while stack:
+        o = stack.pop()
+        if id(o) in ops:
+            continue
+        ops[id(o)] = o
+        if len(ops) > MAX_EXPR_OPS:
+            return None
+        for v in o.operands:
+            p = v.producer
+            if p is not None and p.name != "ik.constant" and _in_expr(p):
+                stack.append(p)
+    return _Expr(root, ops)
+
+
+def _leaves(root: Op, stop: Value | None) -> tuple[set[int], dict[int, Value], list[Op]]:
+    """Non-constant leaves of the expression at ``root`` when it stops at ``stop``; and its ops."""
+    leaves: dict[int, Value] = {}
+    seen: dict[int, Op] = {}
+    stack = [root]
+    while stack:
+        o = stack.pop()
+        if id(o) in seen:
+            continue
+        seen[id(o)] = o
+        for v in o.operands:
+            if v is stop:
+                leaves[id(v)] = v
+                continue
+            p = v.producer
+            if p is not None and p.name == "ik.constant" and _scalar(v) is not None:
+                continue
+            if p is not None and p.name != "ik.constant" and _in_expr(p) and len(seen) < MAX_EXPR_OPS:
+                stack.append(p)
+            else:
+                leaves[id(v)] = v
+    return set(leaves), leaves, list(seen.values())
+
+
+def _evaluate(root: Op, x: Value, pts: np.ndarray) -> np.ndarray | None:
+    memo: dict[int, np.ndarray] = {id(x): pts}
+
+    def val(v: Value) -> np.ndarray:
+        if id(v) in memo:
+            return memo[id(v)]
+        c = _scalar(v)
+        if c is not None and v.producer is not None and v.producer.name == "ik.constant":
+            return np.float64(c)  # type: ignore[return-value]
+        p = v.producer
+        assert p is not None
+        ins = [val(a) for a in p.operands]
+        name = p.name[3:]
+        if p.name == "ik.cast":
+            out = ins[0]
+        elif name in UNARY:
+            out = UNARY[name][0](np.asarray(ins[0], dtype=np.float64))
+        else:
+            out = BINARY[name][0](np.asarray(ins[0], dtype=np.float64), np.asarray(ins[1], dtype=np.float64))
+        memo[id(v)] = out
+        return out
+
+    with np.errstate(all="ignore"):
+        try:
+            return np.broadcast_to(val(root.results[0]), pts.shape).astype(np.float64)
+        except (KeyError, AssertionError, ValueError):
+            return None
+
+
+def _const_tolerance(ops: list[Op]) -> float:
+    tol = 1e-6
+    for o in ops:
+        for v in o.operands:
+            p = v.producer
+            if p is not None and p.name == "ik.constant" and v.type.dtype in (DType.f16, DType.bf16):
+                tol = 2e-3 if v.type.dtype == DType.f16 else 1e-2
+    return tol
+
+
+def _describe_error(f: np.ndarray, g: np.ndarray) -> tuple[float, float]:
+    err = np.abs(f - g) / (1.0 + np.abs(g))
+    err = np.where(np.isnan(err), np.inf, err)
+    i = int(np.argmax(err))
+    return float(err[i]), float(POINTS[i])
+
+
+class FuseActivationPattern(Pattern):
+    """Identify an elementwise expression of one variable as GELU or SiLU by its values."""
+
+    name = "fuse-activation"
+    roots = tuple(sorted(_UNARY_OPS | _BINARY_OPS))
+    explain = True
+
+    def match(self, op: Op) -> Match | Fail | None:
+        if not _in_expr(op) or op.name == "ik.cast":
+            return None
+        expr = _collect(op)
+        if expr is None:
+            return None
+        names = {o.name for o in expr.ops.values()}
+        if not names & _SIGNATURE:
+            return None
+        # Candidate variables, deepest first: values the expression reads that are not constants.
+        cands: list[Value] = []
+        for o in expr.ops.values():
+            for v in o.operands:
+                if (v.producer is None or v.producer.name != "ik.constant" or _scalar(v) is None) and v not in cands:
+                    cands.append(v)
+        for o in expr.ops.values():
+            if o is not op and o.results[0] not in cands:
+                cands.append(o.results[0])
+        cands.sort(key=lambda v: -_depth(op, v))
+        best: tuple[float, float, str] | None = None
+        for x in cands:
+            ids, leaves, ops = _leaves(op, x)
+            if ids != {id(x)} or x.producer is op:
+                continue
+            if not ({o.name for o in ops} & _SIGNATURE):
+                continue
+            f = _evaluate(op, x, POINTS)
+            if f is None:
+                continue
+            tol = _const_tolerance(ops)
+            scored = sorted((_describe_error(f, g(POINTS)) + (label,)  # type: ignore[operator]
+                             for label, (_, _, g) in TARGETS.items()), key=lambda t: t[0])
+            for err, at, label in scored[:1]:
+                opname, attrs, _ = TARGETS[label]
+                if err <= tol:
+                    inside = {id(o) for o in ops}
+                    for o in ops:
+                        if o is op:
+                            continue
+                        for u in o.results[0].users:
+                            if id(u) not in inside:
+                                return Fail(f"the {label} expression's '{o.name}' has a user outside it "
+                                            f"('{u.name}' at {u.loc.short()})", o)
+                    return Match(x=x, opname=opname, attrs=attrs, ops=ops, label=label)
+                if best is None or err < best[0]:
+                    best = (err, at, label)
+        if best is None or not _is_maximal(op) or best[0] > NEAR_MISS:
+            return None
+        err, at, label = best
+        return Fail(f"the expression uses {', '.join(sorted(n[3:] for n in names & _SIGNATURE))} but is not "
+                    f"{label} (the closest): it differs by {err:.2g} (relative) at x={at:g}; check its constants "
+                    "(0.5, 1/sqrt(2)=0.70711, sqrt(2/pi)=0.79788, 0.044715)", op)
+
+    def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
+        x: Value = m["x"]
+        out_t = op.results[0].type
+        if x.type.dtype != out_t.dtype:
+            x = mk(rw, op, "ik.cast", x, to=out_t.dtype)
+        loc = Location.fuse([o.loc for o in m["ops"]])
+        y = rw.create(op, m["opname"], [x], dict(m["attrs"]), loc=loc).results[0]
+        if y.type != out_t:
+            return
+        rw.replace_op(op, [y])
+
+
+def _depth(root: Op, v: Value) -> int:
+    """Longest path length from ``v`` up to ``root`` inside the expression (deeper = further from root)."""
+    best = 0
+    stack = [(root, 0)]
+    seen: dict[int, int] = {}
+    while stack:
+        o, d = stack.pop()
+        if seen.get(id(o), -1) >= d:
+            continue
+        seen[id(o)] = d
+        for a in o.operands:
+            if a is v:
+                best = max(best, d + 1)
+            p = a.producer
+            if p is not None and p.name != "ik.constant" and _in_expr(p) and d < MAX_EXPR_OPS:
+                stack.append((p, d + 1))
+    return best
+
+
+def _is_maximal(op: Op) -> bool:
+    """The expression ends here: its result does not feed exactly one further expression op."""
+    users = op.results[0].users
+    return not (len(op.results[0].uses) == 1 and _in_expr(users[0]))
+
+
+@register_pass("fuse-activation")
+@dataclass(frozen=True)
+class FuseActivation(Pass):
+    """Fuse GELU (erf or tanh form) and SiLU written as elementwise math into ``ik.gelu`` / ``ik.silu``.
+
+    before: %3 = "ik.mul"(%x, %c0_7071) ...  %4 = "ik.erf"(%3) ...  %5 = "ik.add"(%4, %one) ...
+            %6 = "ik.mul"(%x, %half) ...     %7 = "ik.mul"(%6, %5) ...
+    after:  %7 = "ik.gelu"(%x) {approximate = "none"} ...
+    """
+
+    def run(self, module, ctx: PassContext) -> bool:
+        notes: list[NearMiss] = []
+        return run_fusion(module, ctx, [FuseActivationPattern()], "fused-activations", notes)

@@ -1,0 +1,298 @@
+"""``fuse-norm``: decomposed layer and RMS normalisation → ``ik.layer_norm`` / ``ik.rms_norm``.
+
+Design note.  The pattern starts at the op that normalises — ``div(d, sqrt(v + eps))``
+or ``mul(d, rsqrt(v + eps))`` (``canonicalize`` turns ``pow(., -0.5)``,
+``1/sqrt`` and ``reciprocal(sqrt)`` into ``rsqrt``) — and checks meaning:
+
+* layer norm: ``d = x - mean(x)`` and ``v = mean(d * d)`` over the same trailing
+  axes (or ``v = mean(x*x) - mean(x)^2``);
+* RMS norm: ``d = x`` and ``v = mean(x * x)`` over trailing axes;
+* ``eps`` is a scalar constant ≥ 0 (absent means 0).
+
+Then it absorbs, through an optional float cast, a per-feature ``mul`` by a
+weight and (layer norm) an ``add`` of a bias — tensors whose shape is the
+normalised shape, possibly with leading 1s.  A weight applied after a cast back
+to half precision (Llama's and T5's ``weight * x.to(dtype)``) is absorbed too:
+the fused op runs in the wide type and the cast moves after it.  Every value
+inside the match must have no user outside it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from irkit.ir.core import Location, Op, Value
+from irkit.ir.types import DType, normalize_axis
+from irkit.passes.canon_attention import float_splat, is_float_cast, mk, op_is, reshaped, same_value
+from irkit.passes.fuse_attention import run_fusion
+from irkit.passmanager import Pass, PassContext, register_pass
+from irkit.rewrite import Fail, Match, NearMiss, Pattern, Rewriter
+
+
+def _mean_axis(op: Op) -> int | None:
+    """The first axis of a reduce_mean over trailing axes [a, rank), with keepdims; else None."""
+    if op.name != "ik.reduce_mean":
+        return None
+    r = op.operand(0).type.rank
+    axes = sorted(normalize_axis(a, r) for a in (op.attrs.get("axes") or range(r)))
+    if not axes or axes != list(range(axes[0], r)):
+        return None
+    if not op.attrs.get("keepdims", False):
+        return None
+    return axes[0]
+
+
+def _square_of(v: Value) -> Value | None:
+    p = op_is(v, "ik.mul")
+    if p is not None and same_value(p.operand(0), p.operand(1)):
+        return p.operand(0)
+    p = op_is(v, "ik.pow")
+    if p is not None and float_splat(p.operand(1)) == 2.0:
+        return p.operand(0)
+    return None
+
+
+def _per_feature(w: Value, x: Value, axis: int) -> bool:
+    """``w`` holds one value per normalised feature: shape x.shape[axis:] with optional leading 1s."""
+    norm = tuple(x.type.shape[axis:])
+    shape = tuple(w.type.shape)
+    if len(shape) < len(norm):
+        return False
+    lead = shape[: len(shape) - len(norm)]
+    return shape[len(shape) - len(norm):] == norm and all(d == 1 for d in lead) and len(shape) <= x.type.rank
+
+
+@dataclass
+class NormMatch:
+    kind: str  # "layer_norm" | "rms_norm"
+    x: Value
+    axis: int
+    eps: float
+    ops: list[Op]
+    weight: Value | None = None
+    bias: Value | None = None
+    last: Op | None = None
+    cast_to: object = None  # dtype of a cast moved after the fused op
+    eps_dtype: object = None  # element type of the eps constant
+
+
+class FuseNormPattern(Pattern):
+    """Match a normalisation core, absorb weight and bias, build the fused op."""
+
+    name = "fuse-norm"
+    roots = ("ik.div", "ik.mul")
+    explain = True
+    benefit = 5
+
+    def match(self, op: Op) -> Match | Fail | None:
+        d, den = op.operands
+        if op.name == "ik.div":
+            sq = op_is(den, "ik.sqrt")
+        else:
+            sq = op_is(den, "ik.rsqrt")
+            if sq is None:
+                d, den = den, d
+                sq = op_is(den, "ik.rsqrt")
+        if sq is None:
+            return None
+        inner = sq.operand(0)
+        eps = 0.0
+        eps_dtype = None
+        add = op_is(inner, "ik.add")
+        var_v = inner
+        if add is not None:
+            e = float_splat(add.operand(1))
+            if e is None:
+                e, var_v = float_splat(add.operand(0)), add.operand(1)
+            else:
+                var_v = add.operand(0)
+            if e is None:
+                return None
+            eps = e
+            eps_dtype = inner.type.dtype
+        # A normalisation candidate from here: the denominator is sqrt(mean(...) + eps).
+        vp = var_v.producer
+        if vp is None or vp.name not in ("ik.reduce_mean", "ik.sub"):
+            return None
+        if eps < 0:
+            return Fail(f"eps {eps:g} is negative", add)
+        ops: list[Op] = [op, sq] + ([add] if add is not None else [])
+        sub = op_is(d, "ik.sub")
+        if sub is not None:
+            mean = op_is(sub.operand(1), "ik.reduce_mean")
+            if mean is not None and same_value(mean.operand(0), sub.operand(0)):
+                m = self._layer_norm(op, sub, mean, var_v, eps, ops)
+            else:
+                m = self._rms_norm(op, d, var_v, eps, ops)
+        else:
+            m = self._rms_norm(op, d, var_v, eps, ops)
+        if isinstance(m, Match):
+            m["nm"].eps_dtype = eps_dtype
+        return m
+
+    def _layer_norm(self, op: Op, sub: Op, mean: Op, var_v: Value, eps: float, ops: list[Op]) -> Match | Fail:
+        x = sub.operand(0)
+        ax = _mean_axis(mean)
+        if ax is None:
+            return Fail("the mean is not over trailing axes with keepdims", mean)
+        vp = var_v.producer
+        assert vp is not None
+        if vp.name == "ik.reduce_mean":
+            if _mean_axis(vp) != ax:
+                return Fail(f"the variance is over axis {_mean_axis(vp)}, the mean over axis {ax}", vp)
+            t = _square_of(vp.operand(0))
+            if t is None or not same_value(t, sub.results[0]):
+                return Fail("the variance is not the mean of (x - mean)^2", vp)
+            ops += [vp, vp.operand(0).producer]  # type: ignore[list-item]
+        else:  # E[x^2] - E[x]^2
+            m2 = op_is(vp.operand(0), "ik.reduce_mean")
+            mm = _square_of(vp.operand(1))
+            if m2 is None or mm is None or _mean_axis(m2) != ax or not same_value(mm, mean.results[0]):
+                return Fail("the variance is neither mean((x-mean)^2) nor mean(x^2) - mean^2", vp)
+            t = _square_of(m2.operand(0))
+            if t is None or not same_value(t, x):
+                return Fail("the variance's mean(x^2) squares another tensor", m2)
+            ops += [vp, m2, m2.operand(0).producer, vp.operand(1).producer]  # type: ignore[list-item]
+        ops += [sub, mean]
+        nm = NormMatch("layer_norm", x, ax, eps, ops)
+        return self._finish(op, nm)
+
+    def _rms_norm(self, op: Op, x: Value, var_v: Value, eps: float, ops: list[Op]) -> Match | Fail:
+        vp = var_v.producer
+        if vp is None or vp.name != "ik.reduce_mean":
+            return Fail("the denominator is not sqrt(mean(.) + eps)", vp)
+        ax = _mean_axis(vp)
+        if ax is None:
+            return Fail("the mean of squares is not over trailing axes with keepdims", vp)
+        t = _square_of(vp.operand(0))
+        if t is None:
+            return Fail("the mean is not of a square", vp)
+        if not same_value(t, x):
+            return Fail("the mean of squares is of another tensor than the one normalised", vp)
+        ops += [vp, vp.operand(0).producer]  # type: ignore[list-item]
+        nm = NormMatch("rms_norm", x, ax, eps, ops)
+        return self._finish(op, nm)
+
+    def _finish(self, core: Op, nm: NormMatch) -> Match | Fail:
+        nm.ops = _between(core, nm.x)
+        inner = {id(o) for o in nm.ops}
+        for o in nm.ops:
+            if o is core or o.name == "ik.constant":
+                continue
+            for r in o.results:
+                for u in r.users:
+                    if id(u) not in inner:
+                        return Fail(f"'{o.name}' inside the normalisation has a user outside it ({u.name})", o)
+        last = core
+        cur = core.results[0]
+        cast_to = None
+        # weight (possibly after a cast back to a narrow type), then bias
+        u = _single_user(cur)
+        if u is not None and is_float_cast(u) and nm.kind == "rms_norm":
+            w_user = _single_user(u.results[0])
+            w = _other_operand(w_user, u.results[0]) if w_user is not None and w_user.name == "ik.mul" else None
+            if w is not None and _per_feature(w, nm.x, nm.axis) and w.type.dtype == u.results[0].type.dtype:
+                nm.weight, cast_to, last = w, u.attrs["to"], w_user
+                nm.ops += [u, w_user]  # type: ignore[list-item]
+                cur = w_user.results[0]  # type: ignore[union-attr]
+        if nm.weight is None:
+            u = _single_user(cur)
+            if u is not None and u.name == "ik.mul":
+                w = _other_operand(u, cur)
+                if w is not None and _per_feature(w, nm.x, nm.axis) and u.results[0].type == cur.type:
+                    nm.weight, last = w, u
+                    nm.ops.append(u)
+                    cur = u.results[0]
+        if nm.kind == "layer_norm":
+            u = _single_user(cur)
+            if u is not None and u.name == "ik.add":
+                b = _other_operand(u, cur)
+                if b is not None and _per_feature(b, nm.x, nm.axis) and u.results[0].type == cur.type:
+                    nm.bias, last = b, u
+                    nm.ops.append(u)
+        nm.last = last
+        nm.cast_to = cast_to
+        return Match(nm=nm)
+
+    def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
+        nm: NormMatch = m["nm"]
+        last = nm.last
+        assert last is not None
+        loc = Location.fuse([o.loc for o in nm.ops])
+        w, b = nm.weight, nm.bias
+        dt = nm.x.type.dtype
+        norm_shape = tuple(nm.x.type.shape[nm.axis:])
+        if w is not None and tuple(w.type.shape) != norm_shape:
+            w = reshaped(rw, last, w, norm_shape)
+        if b is not None and tuple(b.type.shape) != norm_shape:
+            b = reshaped(rw, last, b, norm_shape)
+        if w is not None and w.type.dtype != dt:
+            w = mk(rw, last, "ik.cast", w, to=dt)
+        if b is not None and b.type.dtype != dt:
+            b = mk(rw, last, "ik.cast", b, to=dt)
+        attrs = {"axis": nm.axis, "eps": _shortest(nm.eps, nm.eps_dtype)}
+        operands = [nm.x, w, b] if nm.kind == "layer_norm" else [nm.x, w]
+        y = rw.create(last, f"ik.{nm.kind}", operands, attrs, loc=loc).results[0]
+        if nm.cast_to is not None:
+            y = mk(rw, last, "ik.cast", y, to=nm.cast_to)
+        if y.type != last.results[0].type:
+            return
+        rw.replace_op(last, [y])
+
+
+def _between(root: Op, x: Value) -> list[Op]:
+    """Every op computing ``root`` from ``x`` and constants (the matched normalisation)."""
+    seen: dict[int, Op] = {}
+    stack = [root]
+    while stack:
+        o = stack.pop()
+        if id(o) in seen:
+            continue
+        seen[id(o)] = o
+        if len(seen) > 64:
+            break
+        for v in o.operands:
+            if v is x or v.producer is None:
+                continue
+            stack.append(v.producer)
+    return list(seen.values())
+
+
+def _shortest(x: float, dtype: object) -> float:
+    """``x`` as the shortest decimal its constant's type prints it as (1e-05, not 9.99999974e-06)."""
+    import numpy as np
+
+    if dtype in (DType.f32, DType.f16, DType.bf16):
+        return float(str(np.float32(x) if dtype == DType.f32 else np.float16(x))) if dtype != DType.bf16 else x
+    return float(x)
+
+
+def _single_user(v: Value) -> Op | None:
+    return v.users[0] if len(v.uses) == 1 else None
+
+
+def _other_operand(op: Op | None, v: Value) -> Value | None:
+    if op is None or op.num_operands != 2:
+        return None
+    a, b = op.operands
+    if a is v and b is not v:
+        return b
+    if b is v and a is not v:
+        return a
+    return None
+
+
+@register_pass("fuse-norm")
+@dataclass(frozen=True)
+class FuseNorm(Pass):
+    """Fuse decomposed layer norm and RMS norm (with weight, bias and fp32 upcasts) into one op.
+
+    before: %m = "ik.reduce_mean"(%x) {axes = [2], keepdims = true}   %d = "ik.sub"(%x, %m)
+            %v = "ik.reduce_mean"(%dd) ...  %r = "ik.rsqrt"(%ve) ...  %n = "ik.mul"(%d, %r)
+            %y = "ik.add"("ik.mul"(%n, %w), %b)
+    after:  %y = "ik.layer_norm"(%x, %w, %b) {axis = 2, eps = 1.0e-05}
+    """
+
+    def run(self, module, ctx: PassContext) -> bool:
+        notes: list[NearMiss] = []
+        return run_fusion(module, ctx, [FuseNormPattern()], "fused-norms", notes)

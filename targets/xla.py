@@ -1,0 +1,512 @@
+"""XLA targets: ``xla-cpu``, ``xla-gpu``, ``xla-tpu-{v4,v5e,v5p,v6e}``.
+
+Design note
+-----------
+One class serves six names. ``lower(module, bindings)`` translates the IR entry
+function op by op to JAX (:mod:`irkit.targets.xla_lower`), compiles it for one
+chip with :func:`irkit.targets.xla_compile.compile_xla`, and keeps what XLA
+produced: ``stablehlo.mlir``, the optimised ``hlo.txt`` (layouts, fusions),
+``cost.json`` and ``memory.json`` (XLA's own analyses), ``kernels.txt``. The
+kernels are read from the optimised HLO; the named scope every IR op was traced
+under (``ik.matmul#12[gpt2_block.py:30]``) maps each kernel back to IR op ids
+and source locations.
+
+- ``xla-cpu`` compiles and runs here (JAX's host backend).
+- ``xla-gpu`` runs on an attached CUDA GPU; without one it compiles deviceless
+  for an H100 when JAX's CUDA PJRT plugin is installed; else ``availability``
+  says what to install.
+- ``xla-tpu-*`` compile ahead of time through libtpu for one chip of that
+  version and never run here.
+
+Per kernel, ``bytes`` is what its operands and results occupy (from the HLO
+shapes) and ``flops`` is counted the way XLA's HloCostAnalysis counts: 2·M·N·K
+per dot or convolution, one per element for arithmetic elementwise ops and
+reductions, transcendentals apart (``extra["transcendentals"]``). XLA itself
+reports only whole-module figures, kept in ``info["cost_analysis"]``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from irkit.targets.base import Artifact, Availability, Kernel, Target, TargetUnavailable, provenance
+from irkit.targets.registry import register_target
+from irkit.targets.xla_lower import LoweredFunction, LoweringError, LowerOptions, lower_to_jax
+
+from irkit.interp import default_bindings
+from irkit.ir.core import Module
+
+__all__ = ["XlaTarget", "kernel_costs"]
+
+# libtpu takes /tmp/libtpu_lockfile when it loads, and JAX loads it on any backend
+# initialisation, so while one JAX process runs on this machine (a second pytest-xdist worker,
+# another tool) every other process fails to compile for TPU ("Internal error when accessing
+# libtpu multi-process lockfile"). The lock guards a TPU device; ahead-of-time compiles use
+# none. Set before libtpu loads; an explicit setting in the environment wins.
+os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
+
+
+_SUMMARIES = {
+    "cpu": "XLA:CPU through JAX; compiles and runs here",
+    "gpu": "XLA:GPU through JAX; runs on a CUDA GPU, else compiles deviceless for an H100 "
+    "through the CUDA PJRT plugin",
+}
+
+
+class XlaTarget(Target):
+    """Lower through JAX to XLA for one chip of ``platform``; run where the chip is here."""
+
+    summary = "XLA through JAX: StableHLO, optimised HLO, kernels traced to IR ops"
+
+    def __init__(
+        self,
+        platform: str,
+        spec: str,
+        *,
+        topology: str | None = None,
+        precision: str = "default",
+        pallas: bool = False,
+        inline_limit: int = 64,
+    ) -> None:
+        """``platform``: ``cpu``, ``gpu`` or ``tpu-v4/v5e/v5p/v6e``. ``topology``: a TPU slice
+        (``v5e:2x2``) or GPU name (``h100``, ``h200``, ``a100``) for deviceless compiles.
+        ``precision``: dots and convolutions at ``default``, ``high`` or ``highest``.
+        ``pallas``: lower matmuls with a ``tile`` attribute to the Pallas blocked kernel.
+        ``inline_limit``: constants with more elements become parameters."""
+        if precision not in ("default", "high", "highest"):
+            raise ValueError(f"precision must be default, high or highest, got {precision!r}")
+        self.platform = platform
+        self.spec = spec  # type: ignore[misc]
+        self.topology = topology
+        self.precision = precision
+        self.pallas = pallas
+        self.inline_limit = inline_limit
+        self.name = f"xla-{platform}"  # type: ignore[misc]
+        if platform == "gpu" and topology in ("h100", "h200", "a100"):
+            self.spec = topology  # the deviceless compile's GPU is the one to estimate for
+        tpu = f"XLA:TPU {platform[4:]}, one chip, ahead of time through libtpu"
+        self.summary = _SUMMARIES.get(platform, tpu)  # type: ignore[misc]
+
+    def with_options(self, **options: Any) -> XlaTarget:
+        """A copy with some options changed (``pallas=True``, ``precision="highest"`` ...)."""
+        kw: dict[str, Any] = {
+            "topology": self.topology,
+            "precision": self.precision,
+            "pallas": self.pallas,
+            "inline_limit": self.inline_limit,
+        }
+        kw.update(options)
+        t = XlaTarget(self.platform, str(self.spec), **kw)
+        t.name = self.name  # type: ignore[misc]
+        return t
+
+    # -- availability -------------------------------------------------------------------------
+    def availability(self) -> Availability:
+        try:
+            import jax  # noqa: F401
+        except ImportError:
+            return Availability(False, False, "jax is not installed: pip install 'irkit[jax]'")
+        from irkit.targets import xla_compile as xc
+
+        if self.platform == "cpu":
+            return Availability(True, True)
+        if self.platform == "gpu":
+            if xc._attached_gpu() is not None:
+                return Availability(True, True)
+            try:
+                xc._gpu_device(self.topology or "h100")
+            except (xc.XlaUnavailable, ValueError) as e:
+                return Availability(False, False, str(e))
+            return Availability(
+                True,
+                False,
+                "no CUDA GPU attached; compiles deviceless for "
+                f"{self.topology or 'h100'} through the CUDA PJRT plugin",
+            )
+        try:
+            _, topo = xc.tpu_device(self.platform, self.topology)
+        except (xc.XlaUnavailable, ValueError) as e:
+            return Availability(False, False, str(e))
+        return Availability(
+            True, False, f"no TPU attached; compiles ahead of time for {topo} through libtpu"
+        )
+
+    # -- lower ----------------------------------------------------------------------------------
+    def lower_jax(
+        self, module: Module, bindings: Mapping[str, int] | None = None
+    ) -> LoweredFunction:
+        """The module as a JAX-traceable function at ``bindings`` (no compile)."""
+        b = default_bindings(module.entry, bindings)
+        opts = LowerOptions(
+            platform=self.platform,
+            precision=self.precision,
+            pallas=self.pallas,
+            inline_limit=self.inline_limit,
+        )
+        return lower_to_jax(module, b, opts)
+
+    def lower(self, module: Module, bindings: Mapping[str, int] | None = None) -> Artifact:
+        try:
+            import jax
+        except ImportError:
+            raise TargetUnavailable(
+                f"{self.name}: jax is not installed: pip install 'irkit[jax]'"
+            ) from None
+        from irkit.targets import xla_compile as xc
+
+        lf = self.lower_jax(module, bindings)
+        try:
+            with jax.enable_x64(True):
+                art = xc.compile_xla(lf.fn, lf.arg_specs, self.platform, topology=self.topology)
+        except xc.XlaUnavailable as e:
+            raise TargetUnavailable(str(e)) from e
+        except xc.XlaCompileError as e:
+            raise LoweringError(str(e)) from e
+
+        hlo_kernels = art.kernels()
+        costs = kernel_costs(art.hlo)
+        weight_of = _weight_operands(art.hlo, lf)
+        kernels: list[Kernel] = []
+        for k in hlo_kernels:
+            names = _kernel_ir_ops(k, lf) or weight_of.get(k.name, [])
+            _, locs = provenance([lf.ops_by_id[n] for n in names], lf.ids)
+            flops, nbytes, trans = costs.get(k.name, (None, None, None))
+            extra: dict[str, Any] = {
+                "ops": list(k.ops),
+                "outputs": [str(s) for s in k.outputs],
+                "operands": [str(s) for s in k.operands],
+            }
+            if k.backend_kind:
+                extra["backend_kind"] = k.backend_kind
+            if k.estimated_cycles is not None:
+                extra["estimated_cycles"] = k.estimated_cycles
+            if trans:
+                extra["transcendentals"] = trans
+            kernels.append(
+                Kernel(
+                    name=k.name,
+                    kind=k.kind,
+                    ir_ops=names,
+                    locations=locs,
+                    file="hlo.txt",
+                    flops=flops,
+                    bytes=nbytes,
+                    extra=extra,
+                )
+            )
+
+        files: dict[str, str | bytes] = {
+            "stablehlo.mlir": art.stablehlo,
+            "hlo.txt": art.hlo,
+            "cost.json": json.dumps(art.cost, indent=2, sort_keys=True) + "\n",
+            "memory.json": json.dumps(art.memory, indent=2, sort_keys=True) + "\n",
+            "kernels.txt": xc.format_kernels(hlo_kernels) + "\n",
+        }
+        info: dict[str, Any] = {
+            "platform": art.platform,
+            "topology": art.topology,
+            "device_kind": art.device_kind,
+            "deviceless": art.deviceless,
+            "cost_analysis": dict(art.cost),
+            "memory_analysis": dict(art.memory),
+            "lower_seconds": art.lower_seconds,
+            "compile_seconds": art.compile_seconds,
+            "versions": dict(art.versions),
+            "precision": self.precision,
+            "pallas": self.pallas,
+            "weights": {
+                "count": len(lf.weights),
+                "bytes": int(sum(w.nbytes for w in lf.weights)),
+                "names": list(lf.weight_names),
+            },
+            "notes": list(lf.notes),
+        }
+        runner = _make_runner(art, lf) if art.runner is not None else None
+        # The artifact's compile time is what a user waits for: trace + StableHLO + XLA.
+        return Artifact(
+            self.name,
+            files,
+            kernels,
+            art.lower_seconds + art.compile_seconds,
+            dict(lf.bindings),
+            [tuple(s.shape) for s in lf.input_specs],
+            info,
+            runner,
+        )
+
+
+for _name, _platform, _spec in (
+    ("xla-cpu", "cpu", "host-cpu"),
+    ("xla-gpu", "gpu", "h100"),
+    ("xla-tpu-v4", "tpu-v4", "tpu-v4"),
+    ("xla-tpu-v5e", "tpu-v5e", "tpu-v5e"),
+    ("xla-tpu-v5p", "tpu-v5p", "tpu-v5p"),
+    ("xla-tpu-v6e", "tpu-v6e", "tpu-v6e"),
+):
+    register_target(_name, platform=_platform, spec=_spec)(XlaTarget)
+
+
+def _kernel_ir_ops(k: Any, lf: LoweredFunction) -> list[str]:
+    """IR op ids of a kernel: every IR scope (outer fused ops too) in its ops' names."""
+    from irkit.targets.xla_compile import parse_ir_scopes
+
+    out: list[str] = []
+    for name in k.op_names:
+        for s in parse_ir_scopes(name):
+            oid = f"{s.op}#{s.id}"
+            if oid in lf.ops_by_id and oid not in out:
+                out.append(oid)
+    return out
+
+
+def _weight_operands(hlo: str, lf: LoweredFunction) -> dict[str, list[str]]:
+    """``kernel name -> ik.constant ids`` of the weights an entry instruction reads.
+
+    XLA's own copies of weights (TPU prefetches into VMEM, layout changes) carry no
+    metadata; the parameter they read names the constant. JAX names the parameters of
+    ``f(*args)`` ``args_N_``.
+    """
+    from irkit.targets.xla_compile import _parse_module
+
+    mod = _parse_module(hlo)
+    if mod.entry is None:
+        return {}
+    n_in = len(lf.input_specs)
+    param: dict[str, int] = {}
+    for ins in mod.computations[mod.entry]:
+        m = re.match(r"args_(\d+)_", ins.name)
+        if ins.opcode == "parameter" and m:
+            param[ins.name] = int(m.group(1))
+    out: dict[str, list[str]] = {}
+    for ins in mod.computations[mod.entry]:
+        ids: list[str] = []
+        for o in ins.operands:
+            k = param.get(o, -1) - n_in
+            if 0 <= k < len(lf.weight_ops):
+                ids += [i for i in lf.weight_ops[k] if i not in ids]
+        if ids:
+            out[ins.name] = ids
+    return out
+
+
+def _make_runner(art: Any, lf: LoweredFunction) -> Any:
+    """NumPy in, NumPy out: the compiled executable with the weights bound on the device."""
+    import jax
+
+    device = jax.devices("cpu")[0] if art.platform == "cpu" else None
+    with jax.enable_x64(True):
+        weights = [jax.device_put(w, device) for w in lf.weights]
+    dtypes = [np.dtype(s.dtype) for s in lf.input_specs]
+    compiled = art.runner
+
+    def runner(xs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        if len(xs) != len(dtypes):
+            raise TargetUnavailable(f"{art.target}: expected {len(dtypes)} inputs, got {len(xs)}")
+        args = [np.asarray(x).astype(dt, copy=False) for x, dt in zip(xs, dtypes)]
+        with jax.enable_x64(True):
+            outs = compiled(*args, *weights)
+        return [np.asarray(o) for o in outs]
+
+    return runner
+
+
+# --------------------------------------------------------------------------------------------
+# Per-kernel FLOPs and bytes from the optimised HLO
+# --------------------------------------------------------------------------------------------
+
+_ITEMSIZE = {
+    "pred": 1,
+    "s4": 0.5,
+    "u4": 0.5,
+    "s8": 1,
+    "u8": 1,
+    "s16": 2,
+    "u16": 2,
+    "f16": 2,
+    "bf16": 2,
+    "s32": 4,
+    "u32": 4,
+    "f32": 4,
+    "s64": 8,
+    "u64": 8,
+    "f64": 8,
+    "c64": 8,
+    "c128": 16,
+    "f8e4m3fn": 1,
+    "f8e5m2": 1,
+}
+_TRANSCENDENTAL = frozenset(
+    {
+        "exponential",
+        "exponential-minus-one",
+        "log",
+        "log-plus-one",
+        "tanh",
+        "rsqrt",
+        "sqrt",
+        "cbrt",
+        "power",
+        "sine",
+        "cosine",
+        "tan",
+        "atan2",
+        "logistic",
+        "erf",
+    }
+)
+_FREE = frozenset(
+    {
+        "parameter",
+        "constant",
+        "tuple",
+        "get-tuple-element",
+        "bitcast",
+        "reshape",
+        "broadcast",
+        "transpose",
+        "copy",
+        "slice",
+        "dynamic-slice",
+        "dynamic-update-slice",
+        "concatenate",
+        "pad",
+        "iota",
+        "gather",
+        "scatter",
+        "reverse",
+        "copy-start",
+        "copy-done",
+        "fusion",
+        "custom-call",
+        "after-all",
+        "opt-barrier",
+        "bitcast-convert",
+        "partition-id",
+        "replica-id",
+        "all-reduce",
+        "all-gather",
+        "send",
+        "recv",
+        "while",
+        "conditional",
+        "call",
+    }
+)
+
+
+def _elems(shape_text: str) -> tuple[int, float]:
+    """(elements of the first array, bytes of every array) in an HLO shape string."""
+    from irkit.targets.xla_compile import _parse_shapes
+
+    shapes = _parse_shapes(shape_text)
+    first = int(np.prod(shapes[0].dims)) if shapes else 0
+    nbytes = sum(float(np.prod(s.dims)) * _ITEMSIZE.get(s.dtype, 4) for s in shapes)
+    return first, nbytes
+
+
+def _dims(shape_text: str) -> tuple[int, ...]:
+    from irkit.targets.xla_compile import _parse_shapes
+
+    shapes = _parse_shapes(shape_text)
+    return shapes[0].dims if shapes else ()
+
+
+def _instr_cost(
+    mod: Any, ins: Any, table: Mapping[str, Any], seen: set[str]
+) -> tuple[float, float]:
+    """(flops, transcendentals) of one instruction; a fusion counts its body."""
+    from irkit.targets.xla_compile import _attr_value
+
+    op = ins.opcode
+    out, _ = _elems(ins.shape)
+
+    def operand_shape(i: int) -> str:
+        return (
+            table[ins.operands[i]].shape
+            if len(ins.operands) > i and ins.operands[i] in table
+            else ""
+        )
+
+    if op == "fusion":
+        callee = _attr_value(ins.attrs, "calls")
+        return _computation_cost(mod, (callee or "").lstrip("%"), seen)
+    if op == "dot":
+        lhs = _dims(operand_shape(0))
+        k = 1
+        for d in re.findall(r"\d+", _attr_value(ins.attrs, "lhs_contracting_dims") or ""):
+            k *= lhs[int(d)] if int(d) < len(lhs) else 1
+        return 2.0 * out * k, 0.0
+    if op == "convolution":
+        rhs = _dims(operand_shape(1))
+        m = re.match(r"[^_]*_([^-]*)->", _attr_value(ins.attrs, "dim_labels") or "")
+        o = m.group(1).find("o") if m else -1
+        if rhs and 0 <= o < len(rhs) and rhs[o]:
+            return 2.0 * out * float(np.prod(rhs)) / rhs[o], 0.0
+        return 0.0, 0.0
+    if op in ("reduce", "reduce-window"):
+        src, _ = _elems(operand_shape(0)) if operand_shape(0) else (0, 0.0)
+        return float(max(src - out, 0)), 0.0
+    if op in _TRANSCENDENTAL:
+        return 0.0, float(out)
+    if op in _FREE:
+        return 0.0, 0.0
+    return float(out), 0.0
+
+
+def _computation_cost(mod: Any, comp: str, seen: set[str]) -> tuple[float, float]:
+    """(flops, transcendentals) of one computation, nested fusions included."""
+    if comp in seen or comp not in mod.computations:
+        return 0.0, 0.0
+    seen.add(comp)
+    instrs = mod.computations[comp]
+    table = {i.name: i for i in instrs}
+    flops = trans = 0.0
+    for ins in instrs:
+        f, t = _instr_cost(mod, ins, table, seen)
+        flops, trans = flops + f, trans + t
+    return flops, trans
+
+
+def kernel_costs(hlo_text: str) -> dict[str, tuple[float | None, float, float]]:
+    """``kernel name -> (flops, bytes, transcendentals)`` for the entry computation's kernels.
+
+    FLOPs follow XLA's HloCostAnalysis conventions (see the module docstring); a custom call
+    (a Pallas kernel, a library call) has None FLOPs: its body is opaque. Bytes are the
+    kernel's operands plus results.
+    """
+    from irkit.targets.xla_compile import _attr_value, _parse_module
+
+    mod = _parse_module(hlo_text)
+    out: dict[str, tuple[float | None, float, float]] = {}
+
+    def walk(comp: str, visited: set[str]) -> None:
+        if comp in visited or comp not in mod.computations:
+            return
+        visited.add(comp)
+        table = {i.name: i for i in mod.computations[comp]}
+        for ins in mod.computations[comp]:
+            if ins.opcode in ("while", "conditional", "call"):
+                for key in ("body", "condition", "to_apply", "branch_computations", "calls"):
+                    v = _attr_value(ins.attrs, key)
+                    for callee in re.findall(r"%?([\w.\-]+)", (v or "").strip("{}")):
+                        walk(callee, visited)
+                continue
+            _, out_bytes = _elems(ins.shape)
+            in_bytes = sum(_elems(table[o].shape)[1] for o in ins.operands if o in table)
+            if ins.opcode == "copy-start":
+                out_bytes = in_bytes  # its result tuple repeats the source beside the destination
+            if ins.opcode == "custom-call":
+                flops: float | None = None
+                trans = 0.0
+            else:
+                flops, trans = _instr_cost(mod, ins, table, set())
+            out[ins.name] = (flops, in_bytes + out_bytes, trans)
+
+    if mod.entry is not None:
+        walk(mod.entry, set())
+    return out
