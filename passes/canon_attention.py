@@ -122,11 +122,27 @@ def reaches_softmax(v: Value, depth: int = 8) -> bool:
         if u.name == "ik.softmax":
             if softmax_axis_is_last(u) and u.operand(0).type.shape[-1:] == v.type.shape[-1:]:
                 return True
+        elif u.name in ("ik.reduce_max", "ik.exp") and _softmax_to_be(u, v):
+            return True  # a softmax still written out (raised later in the same run)
         elif u.name in _SCORES_PATH and u.results:
             r = u.results[0]
             if u.name == "ik.reshape" and r.type.shape[-2:] != v.type.shape[-2:]:
                 continue
             if reaches_softmax(r, depth - 1):
+                return True
+    return False
+
+
+def _softmax_to_be(u: Op, v: Value) -> bool:
+    """``u`` starts a decomposed softmax of ``v`` over its last axis (max, or exp summed)."""
+    r = v.type.rank
+    if u.name == "ik.reduce_max":
+        axes = u.attrs.get("axes") or ()
+        return len(axes) == 1 and normalize_axis(axes[0], r) == r - 1
+    for w in u.results[0].users:
+        if w.name == "ik.reduce_sum":
+            axes = w.attrs.get("axes") or ()
+            if len(axes) == 1 and normalize_axis(axes[0], r) == r - 1:
                 return True
     return False
 

@@ -47,6 +47,12 @@ from typing import Any
 
 import numpy as np
 
+# libtpu takes a machine-wide lockfile; without this, a second JAX process on the
+# machine (a test worker, a benchmark) cannot compile for TPU at all.
+import os as _os
+
+_os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
+
 __all__ = [
     "GPU_TARGETS",
     "TPU_DEFAULT_TOPOLOGY",

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import os
 
-import pytest
+# libtpu takes a machine-wide lockfile; pytest-xdist workers (and any other JAX
+# process) would otherwise fail every TPU ahead-of-time compile.
+os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import pytest  # noqa: E402
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -1090,10 +1090,20 @@ def parse_module(text: str, filename: str = "<input>",
                  resources: Mapping[str, np.ndarray] | None = None,
                  resource_loader: Callable[[], Mapping[str, np.ndarray]] | None = None) -> Module:
     """Parse MLIR generic text into a Module; raises :class:`ParseError`."""
+    import gc
+
+    # The parser allocates many long-lived objects and no cycles that need
+    # collecting mid-parse; the cyclic GC's full scans would make parsing
+    # superlinear in the module size.
+    was_enabled = gc.isenabled()
+    gc.disable()
     try:
         return Parser(text, filename, resources, resource_loader).parse_module()
     except RecursionError:
         raise ParseError("input nests too deeply", filename, text, 0) from None
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 __all__ = ["Parser", "ParseError", "parse_module", "parse_tensor_type", "unescape_string"]

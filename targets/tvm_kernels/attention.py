@@ -38,6 +38,8 @@ while the emitted source stays small; unrolling in TIR produced 440 KB of CUDA a
 nvcc run for one kernel.
 """
 
+# ruff: noqa: SIM117 - one `with` per IRBuilder frame keeps the emitted loop nest readable
+
 from __future__ import annotations
 
 import math
@@ -45,9 +47,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from tvm import tirx
-from tvm.tirx.op import tvm_storage_sync
 from tvm.script.ir_builder import IRBuilder
-from tvm.target import Target
+from tvm.tirx.op import tvm_storage_sync
 from tvm.tirx.script.builder import ir as T
 
 from .common import (
@@ -114,7 +115,9 @@ def attention(
     b, h, sq, d = (int(x) for x in q_shape)
     bk, hkv, skv, dk = (int(x) for x in kv_shape)
     if bk != b or dk != d:
-        raise ValueError(f"q {list(q_shape)} and k/v {list(kv_shape)} disagree on batch or head dim")
+        raise ValueError(
+            f"q {list(q_shape)} and k/v {list(kv_shape)} disagree on batch or head dim"
+        )
     if hkv <= 0 or h % hkv:
         raise ValueError(f"query heads H={h} must be a multiple of key/value heads Hkv={hkv}")
     bias4: tuple[int, ...] | None = None
@@ -129,26 +132,39 @@ def attention(
                 )
     tgt = as_target(target)
     spec = _Spec(
-        b=b, h=h, hkv=hkv, sq=sq, skv=skv, d=d, dtype=dtype,
+        b=b,
+        h=h,
+        hkv=hkv,
+        sq=sq,
+        skv=skv,
+        d=d,
+        dtype=dtype,
         bias_shape=tuple(int(x) for x in bias_shape) if bias_shape is not None else None,
-        bias4=bias4, bias_dtype=bias_dtype or dtype,
+        bias4=bias4,
+        bias_dtype=bias_dtype or dtype,
         scale=float(scale) if scale is not None else 1.0 / math.sqrt(d),
-        causal=causal, causal_offset=int(causal_offset),
+        causal=causal,
+        causal_offset=int(causal_offset),
     )
     if is_gpu(tgt):
         tq = tile_q or 64
-        tk = tile_k or 32
+        # 16 keys per tile: the scores stay in registers next to q[D] and acc[D] (32 keys at
+        # D=64 hit the 255-register cap)
+        tk = tile_k or 16
         func = _build_cuda(spec, tq, tk, name)
     else:
         tq = min(tile_q or 32, sq)
         tk = min(tile_k or 64, max(skv, 1))
         func = _build_cpu(spec, tq, tk, simd_lanes(tgt, "float32"), name)
-    inputs = [TensorSig((b, h, sq, d), dtype), TensorSig((b, hkv, skv, d), dtype),
-              TensorSig((b, hkv, skv, d), dtype)]
+    inputs = [
+        TensorSig((b, h, sq, d), dtype),
+        TensorSig((b, hkv, skv, d), dtype),
+        TensorSig((b, hkv, skv, d), dtype),
+    ]
     if spec.bias_shape is not None:
         inputs.append(TensorSig(spec.bias_shape, spec.bias_dtype))
-    visible = sq * skv if not causal else sum(
-        max(0, min(skv, i + causal_offset + 1)) for i in range(sq)
+    visible = (
+        sq * skv if not causal else sum(max(0, min(skv, i + causal_offset + 1)) for i in range(sq))
     )
     return Kernel(
         name=name,
@@ -157,8 +173,14 @@ def attention(
         inputs=tuple(inputs),
         outputs=(TensorSig((b, h, sq, d), dtype),),
         flops=4 * b * h * visible * d,
-        config={"tile_q": tq, "tile_k": tk, "scale": spec.scale, "causal": causal,
-                "causal_offset": causal_offset, "gqa_group": h // hkv},
+        config={
+            "tile_q": tq,
+            "tile_k": tk,
+            "scale": spec.scale,
+            "causal": causal,
+            "causal_offset": causal_offset,
+            "gqa_group": h // hkv,
+        },
     )
 
 
@@ -187,7 +209,7 @@ def _bias_value(spec: _Spec, bias: Any, bi: Any, hi: Any, qi: Any, kj: Any) -> t
     """bias[b, h, i, j] under broadcasting, as float32."""
     full = (bi, hi, qi, kj)
     idx4 = [0 if n == 1 else full[a] for a, n in enumerate(spec.bias4)]
-    idx = idx4[4 - len(spec.bias_shape):]
+    idx = idx4[4 - len(spec.bias_shape) :]
     return bias[tuple(idx)].astype("float32")
 
 
@@ -251,10 +273,14 @@ def _build_cpu(spec: _Spec, tq: int, tk: int, lanes: int, name: str) -> tirx.Pri
                         kt,
                         tirx.Select(
                             j < spec.skv,
-                            k[bh // spec.hkv, bh % spec.hkv, tirx.min(j, spec.skv - 1), dd].astype("float32"),
+                            k[bh // spec.hkv, bh % spec.hkv, tirx.min(j, spec.skv - 1), dd].astype(
+                                "float32"
+                            ),
                             f32(0.0),
                         ),
-                        bh, dd, j,
+                        bh,
+                        dd,
+                        j,
                     )
             with T.parallel(0, spec.b * spec.h * nqt) as task:
                 bi = task // (spec.h * nqt)
@@ -293,7 +319,11 @@ def _build_cpu(spec: _Spec, tq: int, tk: int, lanes: int, name: str) -> tirx.Pri
                             with T.serial(0, tk // vec_k) as jo:
                                 with T.vectorized(0, vec_k) as jv:
                                     j = jo * vec_k + jv
-                                    _store(srow, srow[j] + qs[i, dd] * kt[bi * spec.hkv + hk, dd, k0 + j], j)
+                                    _store(
+                                        srow,
+                                        srow[j] + qs[i, dd] * kt[bi * spec.hkv + hk, dd, k0 + j],
+                                        j,
+                                    )
                         qi = q0 + i
                         with T.serial(0, tk // vec_k) as jo:
                             with T.vectorized(0, vec_k) as jv:
@@ -301,10 +331,16 @@ def _build_cpu(spec: _Spec, tq: int, tk: int, lanes: int, name: str) -> tirx.Pri
                                 val = srow[j]
                                 if bias is not None:
                                     val = val + _bias_value(
-                                        spec, bias, bi, hi, tirx.min(qi, spec.sq - 1),
+                                        spec,
+                                        bias,
+                                        bi,
+                                        hi,
+                                        tirx.min(qi, spec.sq - 1),
                                         tirx.min(k0 + j, spec.skv - 1),
                                     )
-                                _store(srow, tirx.Select(_visible(spec, qi, k0 + j), val, neg_inf), j)
+                                _store(
+                                    srow, tirx.Select(_visible(spec, qi, k0 + j), val, neg_inf), j
+                                )
                         # online softmax update of row i
                         _store(red, srow[0], 0)
                         with T.serial(1, tk) as j:
@@ -317,7 +353,11 @@ def _build_cpu(spec: _Spec, tq: int, tk: int, lanes: int, name: str) -> tirx.Pri
                                 j = jo * vec_k + jv
                                 sv = srow[j]
                                 # exactly 0 for masked keys (fast_exp clamps -inf to ~0)
-                                _store(srow, tirx.Select(sv == neg_inf, f32(0.0), fast_exp(sv - m[i])), j)
+                                _store(
+                                    srow,
+                                    tirx.Select(sv == neg_inf, f32(0.0), fast_exp(sv - m[i])),
+                                    j,
+                                )
                         _store(red, f32(0.0), 0)
                         with T.serial(0, tk) as j:
                             _store(red, red[0] + srow[j], 0)
@@ -330,14 +370,25 @@ def _build_cpu(spec: _Spec, tq: int, tk: int, lanes: int, name: str) -> tirx.Pri
                             with T.serial(0, d // vec_d) as do:
                                 with T.vectorized(0, vec_d) as dv:
                                     dd = do * vec_d + dv
-                                    _store(arow, arow[dd] + srow[j] * v[bi, hk, kj, dd].astype("float32"), dd)
+                                    _store(
+                                        arow,
+                                        arow[dd] + srow[j] * v[bi, hk, kj, dd].astype("float32"),
+                                        dd,
+                                    )
                         with T.vectorized(0, d) as dd:
                             _store(acc, arow[dd], i, dd)
                 with T.serial(0, tq) as i:
                     with T.If(q0 + i < spec.sq):
                         with T.Then():
                             with T.vectorized(0, d) as dd:
-                                _store(out, (acc[i, dd] / lsum[i]).astype(spec.dtype), bi, hi, q0 + i, dd)
+                                _store(
+                                    out,
+                                    (acc[i, dd] / lsum[i]).astype(spec.dtype),
+                                    bi,
+                                    hi,
+                                    q0 + i,
+                                    dd,
+                                )
     return ib.get()
 
 
@@ -368,7 +419,12 @@ def _build_cuda(spec: _Spec, tq: int, tk: int, name: str) -> tirx.PrimFunc:
                     s = T.alloc_buffer((tk,), "float32", scope="local")
                     st = T.alloc_buffer((4,), "float32", scope="local")  # m, l, max, sum
                     with T.serial(0, d, unroll=True) as dd:
-                        _store(qr, q[bi, hi, tirx.min(qi, spec.sq - 1), dd].astype("float32") * f32(spec.scale), dd)
+                        _store(
+                            qr,
+                            q[bi, hi, tirx.min(qi, spec.sq - 1), dd].astype("float32")
+                            * f32(spec.scale),
+                            dd,
+                        )
                         _store(acc, f32(0.0), dd)
                     _store(st, f32(LOWEST_F32), 0)
                     _store(st, f32(0.0), 1)
@@ -379,11 +435,10 @@ def _build_cuda(spec: _Spec, tq: int, tk: int, name: str) -> tirx.PrimFunc:
                         # all threads copy the K/V tile: consecutive threads, consecutive elements
                         with T.serial(0, (tk * d + tq - 1) // tq) as it:
                             e = it * tq + tx
-                            with T.If(e < tk * d):
-                                with T.Then():
-                                    kj = tirx.min(k0 + e // d, spec.skv - 1)
-                                    _store(ks, k[bi, hk, kj, e % d].astype("float32"), e // d, e % d)
-                                    _store(vs, v[bi, hk, kj, e % d].astype("float32"), e // d, e % d)
+                            with T.If(e < tk * d), T.Then():
+                                kj = tirx.min(k0 + e // d, spec.skv - 1)
+                                _store(ks, k[bi, hk, kj, e % d].astype("float32"), e // d, e % d)
+                                _store(vs, v[bi, hk, kj, e % d].astype("float32"), e // d, e % d)
                         T.evaluate(tvm_storage_sync("shared"))
                         _store(st, neg_inf, 2)
                         with T.serial(0, tk, unroll=True) as j:
@@ -393,7 +448,11 @@ def _build_cuda(spec: _Spec, tq: int, tk: int, name: str) -> tirx.PrimFunc:
                             val = s[j]
                             if bias is not None:
                                 val = val + _bias_value(
-                                    spec, bias, bi, hi, tirx.min(qi, spec.sq - 1),
+                                    spec,
+                                    bias,
+                                    bi,
+                                    hi,
+                                    tirx.min(qi, spec.sq - 1),
                                     tirx.min(k0 + j, spec.skv - 1),
                                 )
                             _store(s, tirx.Select(_visible(spec, qi, k0 + j), val, neg_inf), j)
@@ -410,16 +469,22 @@ def _build_cuda(spec: _Spec, tq: int, tk: int, name: str) -> tirx.PrimFunc:
                             _store(st, st[1] + s[j], 1)
                             with T.serial(0, d, unroll=True) as dd:
                                 _store(acc, acc[dd] + s[j] * vs[j, dd], dd)
-                    with T.If(qi < spec.sq):
-                        with T.Then():
-                            with T.serial(0, d, unroll=True) as dd:
-                                _store(out, (acc[dd] / st[1]).astype(spec.dtype), bi, hi, qi, dd)
+                    with T.If(qi < spec.sq), T.Then():
+                        with T.serial(0, d, unroll=True) as dd:
+                            _store(out, (acc[dd] / st[1]).astype(spec.dtype), bi, hi, qi, dd)
     return ib.get()
 
 
 def reference(
-    q: Any, k: Any, v: Any, bias: Any = None, *, scale: float | None = None,
-    causal: bool = False, causal_offset: int = 0, dtype: Any = None,
+    q: Any,
+    k: Any,
+    v: Any,
+    bias: Any = None,
+    *,
+    scale: float | None = None,
+    causal: bool = False,
+    causal_offset: int = 0,
+    dtype: Any = None,
 ) -> Any:
     """NumPy attention (materialised scores, max-subtracted softmax), for tests and benchmarks.
 

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import tvm.s_tir as s_tir
-from tvm import te, tirx
+from tvm import s_tir, te, tirx
 
 from .common import (
     Kernel,
@@ -55,7 +54,9 @@ def conv2d(
     n, c, h, w = (int(d) for d in x_shape)
     o, cg, kh, kw = (int(d) for d in w_shape)
     if c % groups or o % groups or cg != c // groups:
-        raise ValueError(f"conv2d: x {list(x_shape)} / w {list(w_shape)} inconsistent with groups={groups}")
+        raise ValueError(
+            f"conv2d: x {list(x_shape)} / w {list(w_shape)} inconsistent with groups={groups}"
+        )
     sh, sw = _pair(stride)
     ph, pw = _pair(padding)
     dh, dw = _pair(dilation)
@@ -95,7 +96,10 @@ def conv2d(
         inputs.append(bias_t)
     out = te.compute(
         (n, o, oh, ow),
-        lambda b, oc, yy, xx: (acc[b, oc, yy, xx] + (bias_t[oc].astype(acc_dt) if bias_t is not None else tirx.const(0, acc_dt))).astype(dtype),
+        lambda b, oc, yy, xx: (
+            acc[b, oc, yy, xx]
+            + (bias_t[oc].astype(acc_dt) if bias_t is not None else tirx.const(0, acc_dt))
+        ).astype(dtype),
         name="out",
     )
     lanes = simd_lanes(tgt, "float32")
@@ -132,7 +136,18 @@ def conv2d(
         sch.vectorize(ov)
 
     return make_kernel(
-        name, inputs, [out], tgt, schedule, flops=2 * n * o * oh * ow * cg * kh * kw,
-        config={"stride": (sh, sw), "padding": (ph, pw), "dilation": (dh, dw), "groups": groups,
-                "oc_block": ocb, "vector": vec},
+        name,
+        inputs,
+        [out],
+        tgt,
+        schedule,
+        flops=2 * n * o * oh * ow * cg * kh * kw,
+        config={
+            "stride": (sh, sw),
+            "padding": (ph, pw),
+            "dilation": (dh, dw),
+            "groups": groups,
+            "oc_block": ocb,
+            "vector": vec,
+        },
     )

@@ -26,9 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-
-import tvm.s_tir as s_tir
-from tvm import te, tirx
+from tvm import s_tir, te, tirx
 
 from .common import (
     Kernel,
@@ -46,13 +44,46 @@ from .common import (
 )
 
 UNARY_OPS = (
-    "neg", "abs", "exp", "log", "log1p", "sqrt", "rsqrt", "reciprocal", "tanh", "erf",
-    "sigmoid", "relu", "sin", "cos", "floor", "ceil", "round", "sign", "square", "not",
-    "isnan", "isinf",
+    "neg",
+    "abs",
+    "exp",
+    "log",
+    "log1p",
+    "sqrt",
+    "rsqrt",
+    "reciprocal",
+    "tanh",
+    "erf",
+    "sigmoid",
+    "relu",
+    "sin",
+    "cos",
+    "floor",
+    "ceil",
+    "round",
+    "sign",
+    "square",
+    "not",
+    "isnan",
+    "isinf",
 )
 BINARY_OPS = (
-    "add", "sub", "mul", "div", "pow", "max", "min", "mod",
-    "eq", "ne", "lt", "le", "gt", "ge", "and", "or",
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "pow",
+    "max",
+    "min",
+    "mod",
+    "eq",
+    "ne",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "and",
+    "or",
 )
 COMPARE_OPS = ("eq", "ne", "lt", "le", "gt", "ge")
 LOGIC_OPS = ("and", "or")
@@ -114,12 +145,12 @@ class Cast:
 Node = Input | Const | Unary | Binary | Where | Cast
 
 
-def input(index: int) -> Input:  # noqa: A001 - the node is called input in the IR too
+def input(index: int) -> Input:
     """Leaf: kernel input ``index``."""
     return Input(index)
 
 
-def const(value: float | int | bool, dtype: str = "float32") -> Const:
+def const(value: float | bool, dtype: str = "float32") -> Const:
     """Leaf: a scalar constant."""
     return Const(value, dtype)
 
@@ -195,8 +226,14 @@ def fast_tanh(x: tirx.PrimExpr) -> tirx.PrimExpr:
     x = tirx.max(tirx.min(x, f32(9.0)), f32(-9.0))
     x2 = x * x
     p = f32(-2.76076847742355e-16)
-    for c in (2.00018790482477e-13, -8.60467152213735e-11, 5.12229709037114e-08,
-              1.48572235717979e-05, 6.37261928875436e-04, 4.89352455891786e-03):
+    for c in (
+        2.00018790482477e-13,
+        -8.60467152213735e-11,
+        5.12229709037114e-08,
+        1.48572235717979e-05,
+        6.37261928875436e-04,
+        4.89352455891786e-03,
+    ):
         p = p * x2 + f32(c)
     q = f32(1.19825839466702e-06)
     for c in (1.18534705686654e-04, 2.26843463243900e-03, 4.89352518554385e-03):
@@ -210,12 +247,22 @@ def fast_erf(x: tirx.PrimExpr) -> tirx.PrimExpr:
     x = tirx.max(tirx.min(x, f32(4.0)), f32(-4.0))
     x2 = x * x
     p = f32(-2.72614225801306e-10)
-    for c in (2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
-              -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02):
+    for c in (
+        2.77068142495902e-08,
+        -2.10102402082508e-06,
+        -5.69250639462346e-05,
+        -7.34990630326855e-04,
+        -2.95459980854025e-03,
+        -1.60960333262415e-02,
+    ):
         p = p * x2 + f32(c)
     q = f32(-1.45660718464996e-05)
-    for c in (-2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
-              -1.42647390514189e-02):
+    for c in (
+        -2.13374055278905e-04,
+        -1.68282697438203e-03,
+        -7.37332916720468e-03,
+        -1.42647390514189e-02,
+    ):
         q = q * x2 + f32(c)
     return x * p / q
 
@@ -346,7 +393,9 @@ class _Emitter:
             x, y = self.emit(node.x, idx), self.emit(node.y, idx)
             return _binary(node.op, x, y, xdt, self.fast)
         if isinstance(node, Where):
-            return tirx.Select(self.emit(node.cond, idx), self.emit(node.x, idx), self.emit(node.y, idx))
+            return tirx.Select(
+                self.emit(node.cond, idx), self.emit(node.x, idx), self.emit(node.y, idx)
+            )
         raise TypeError(f"not an expression node: {node!r}")
 
 
@@ -387,8 +436,12 @@ def elementwise(
     used: set[int] = set()
     for e in exprs:
         _inputs_used(e, used)
-    tensors = [te.placeholder(s, d, name=f"in{i}") for i, (s, d) in enumerate(zip(shapes, input_dtypes, strict=True))]
+    tensors = [
+        te.placeholder(s, d, name=f"in{i}")
+        for i, (s, d) in enumerate(zip(shapes, input_dtypes, strict=True))
+    ]
     emitter = _Emitter(tensors, list(input_dtypes), fast_math)
+
     def body(e: Node, odt: str) -> Any:
         # a closure per output (te.compute rejects keyword-default lambdas)
         return lambda *idx: emitter.emit(e, idx).astype(odt)
@@ -409,7 +462,12 @@ def elementwise(
 
     size = int(np.prod(shape, dtype=np.int64)) if shape else 1
     return make_kernel(
-        name, tensors, outs, tgt, schedule, flops=size * len(exprs),
+        name,
+        tensors,
+        outs,
+        tgt,
+        schedule,
+        flops=size * len(exprs),
         config={"out_shape": shape, "inputs_used": sorted(used), "fast_math": fast_math},
     )
 
@@ -428,33 +486,58 @@ def evaluate_reference(expr: Node, inputs: Sequence[np.ndarray]) -> np.ndarray:
             x = ev(node.x)
             if node.dtype == "bool":
                 return x.astype(np.bool_)
-            return x.astype(_np_dtype(node.dtype)).astype(np.float64) if not node.dtype.startswith(("int", "uint")) else x.astype(node.dtype)
+            return (
+                x.astype(_np_dtype(node.dtype)).astype(np.float64)
+                if not node.dtype.startswith(("int", "uint"))
+                else x.astype(node.dtype)
+            )
         if isinstance(node, Unary):
             x = ev(node.x)
             with np.errstate(all="ignore"):
                 return {
-                    "neg": lambda: -x, "abs": lambda: np.abs(x), "exp": lambda: np.exp(x),
-                    "log": lambda: np.log(x), "log1p": lambda: np.log1p(x),
-                    "sqrt": lambda: np.sqrt(x), "rsqrt": lambda: 1 / np.sqrt(x),
-                    "reciprocal": lambda: 1 / x, "tanh": lambda: np.tanh(x),
-                    "erf": lambda: sp.erf(x), "sigmoid": lambda: sp.expit(x),
-                    "relu": lambda: np.maximum(x, 0), "sin": lambda: np.sin(x),
-                    "cos": lambda: np.cos(x), "floor": lambda: np.floor(x),
-                    "ceil": lambda: np.ceil(x), "round": lambda: np.round(x),
-                    "sign": lambda: np.sign(x), "square": lambda: x * x,
-                    "not": lambda: ~x, "isnan": lambda: np.isnan(x), "isinf": lambda: np.isinf(x),
+                    "neg": lambda: -x,
+                    "abs": lambda: np.abs(x),
+                    "exp": lambda: np.exp(x),
+                    "log": lambda: np.log(x),
+                    "log1p": lambda: np.log1p(x),
+                    "sqrt": lambda: np.sqrt(x),
+                    "rsqrt": lambda: 1 / np.sqrt(x),
+                    "reciprocal": lambda: 1 / x,
+                    "tanh": lambda: np.tanh(x),
+                    "erf": lambda: sp.erf(x),
+                    "sigmoid": lambda: sp.expit(x),
+                    "relu": lambda: np.maximum(x, 0),
+                    "sin": lambda: np.sin(x),
+                    "cos": lambda: np.cos(x),
+                    "floor": lambda: np.floor(x),
+                    "ceil": lambda: np.ceil(x),
+                    "round": lambda: np.round(x),
+                    "sign": lambda: np.sign(x),
+                    "square": lambda: x * x,
+                    "not": lambda: ~x,
+                    "isnan": lambda: np.isnan(x),
+                    "isinf": lambda: np.isinf(x),
                 }[node.op]()
         if isinstance(node, Binary):
             x, y = ev(node.x), ev(node.y)
             with np.errstate(all="ignore"):
                 return {
-                    "add": lambda: x + y, "sub": lambda: x - y, "mul": lambda: x * y,
+                    "add": lambda: x + y,
+                    "sub": lambda: x - y,
+                    "mul": lambda: x * y,
                     "div": lambda: x // y if x.dtype.kind in "iu" else x / y,
-                    "pow": lambda: np.power(x, y), "max": lambda: np.maximum(x, y),
-                    "min": lambda: np.minimum(x, y), "mod": lambda: np.mod(x, y),
-                    "eq": lambda: x == y, "ne": lambda: x != y, "lt": lambda: x < y,
-                    "le": lambda: x <= y, "gt": lambda: x > y, "ge": lambda: x >= y,
-                    "and": lambda: x & y, "or": lambda: x | y,
+                    "pow": lambda: np.power(x, y),
+                    "max": lambda: np.maximum(x, y),
+                    "min": lambda: np.minimum(x, y),
+                    "mod": lambda: np.mod(x, y),
+                    "eq": lambda: x == y,
+                    "ne": lambda: x != y,
+                    "lt": lambda: x < y,
+                    "le": lambda: x <= y,
+                    "gt": lambda: x > y,
+                    "ge": lambda: x >= y,
+                    "and": lambda: x & y,
+                    "or": lambda: x | y,
                 }[node.op]()
         if isinstance(node, Where):
             return np.where(ev(node.cond), ev(node.x), ev(node.y))
@@ -472,8 +555,24 @@ def _np_dtype(dtype: str) -> Any:
 
 
 __all__ = [
-    "BINARY_OPS", "UNARY_OPS", "Binary", "Cast", "Const", "Input", "Node", "Unary", "Where",
-    "binary", "cast", "const", "elementwise", "evaluate_reference", "fast_erf", "fast_tanh",
-    "infer_dtype", "input", "unary", "where",
+    "BINARY_OPS",
+    "UNARY_OPS",
+    "Binary",
+    "Cast",
+    "Const",
+    "Input",
+    "Node",
+    "Unary",
+    "Where",
+    "binary",
+    "cast",
+    "const",
+    "elementwise",
+    "evaluate_reference",
+    "fast_erf",
+    "fast_tanh",
+    "infer_dtype",
+    "input",
+    "unary",
+    "where",
 ]
-

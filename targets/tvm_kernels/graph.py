@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-
 import tvm
 from tvm import relax
 from tvm.target import Target
@@ -176,8 +175,12 @@ class CompiledGraph:
     def run(self, inputs: Sequence[np.ndarray] | Mapping[str, np.ndarray]) -> list[np.ndarray]:
         """Execute on the Relax VM (CPU targets); inputs by position or by name."""
         if is_gpu(self.target):
-            raise RuntimeError("this graph was built for CUDA; running it needs a GPU and a CUDA runtime")
-        arrays = [inputs[n] for n in self.graph_inputs] if isinstance(inputs, Mapping) else list(inputs)
+            raise RuntimeError(
+                "this graph was built for CUDA; running it needs a GPU and a CUDA runtime"
+            )
+        arrays = (
+            [inputs[n] for n in self.graph_inputs] if isinstance(inputs, Mapping) else list(inputs)
+        )
         if len(arrays) != len(self.graph_inputs):
             raise ValueError(f"graph takes {len(self.graph_inputs)} inputs, got {len(arrays)}")
         for name, a in zip(self.graph_inputs, arrays, strict=True):
@@ -194,7 +197,9 @@ class CompiledGraph:
             return [res.numpy()]
         return [r.numpy() for r in res]
 
-    def time(self, inputs: Sequence[np.ndarray], *, number: int = 5, repeat: int = 5) -> list[float]:
+    def time(
+        self, inputs: Sequence[np.ndarray], *, number: int = 5, repeat: int = 5
+    ) -> list[float]:
         """Seconds per graph execution, one figure per repeat."""
         self.run(inputs)
         dev = tvm.cpu()
@@ -293,7 +298,8 @@ def cuda_artifacts(
     return CudaGraphArtifacts(src, text, info, err, g.compile_s, g.module.script())
 
 
-def kernel_artifacts(steps: Sequence[Step | tuple[Kernel, Sequence[str], Sequence[str]]], *,
-                     ptx: bool = True) -> list[KernelArtifacts]:
+def kernel_artifacts(
+    steps: Sequence[Step | tuple[Kernel, Sequence[str], Sequence[str]]], *, ptx: bool = True
+) -> list[KernelArtifacts]:
     """Per-kernel TIR / LLVM IR / assembly / CUDA / PTX, each kernel compiled alone and timed."""
     return [inspect(s.kernel, ptx=ptx) for s in _as_steps(steps)]

@@ -29,8 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import tvm.s_tir as s_tir
-from tvm import te, tirx
+from tvm import s_tir, te, tirx
 from tvm.target import Target
 
 from . import tensorize
@@ -155,9 +154,13 @@ def matmul(
     if dtype not in DTYPES:
         raise ValueError(f"matmul dtype {dtype!r} not supported; expected one of {DTYPES}")
     if len(a_shape) < 2 or len(b_shape) < 2:
-        raise ValueError(f"matmul needs operands of rank >= 2, got {list(a_shape)} and {list(b_shape)}")
+        raise ValueError(
+            f"matmul needs operands of rank >= 2, got {list(a_shape)} and {list(b_shape)}"
+        )
     if activation is not None and activation not in ACTIVATIONS:
-        raise ValueError(f"unknown activation {activation!r}; expected one of {ACTIVATIONS} or None")
+        raise ValueError(
+            f"unknown activation {activation!r}; expected one of {ACTIVATIONS} or None"
+        )
     tgt = as_target(target)
     out_dtype = out_dtype or dtype
     a_shape = tuple(int(d) for d in a_shape)
@@ -171,7 +174,9 @@ def matmul(
         )
     batch = broadcast_shapes(a_shape[:-2], b_shape[:-2])
     tiles = default_tiles(tgt, dtype)
-    tiles.update({k_: v for k_, v in (("tile_m", tile_m), ("tile_n", tile_n), ("tile_k", tile_k)) if v})
+    tiles.update(
+        {k_: v for k_, v in (("tile_m", tile_m), ("tile_n", tile_n), ("tile_k", tile_k)) if v}
+    )
     flops = 2 * prod(batch) * m * n * k
 
     if is_gpu(tgt):
@@ -180,16 +185,48 @@ def matmul(
             raise ValueError("tensor-core matmul needs float16 or bfloat16 inputs")
         if use_tc:
             return _matmul_cuda_wmma(
-                a_shape, b_shape, dtype, transpose_b, bias, activation, out_dtype, tiles, tgt,
-                name, flops, batch,
+                a_shape,
+                b_shape,
+                dtype,
+                transpose_b,
+                bias,
+                activation,
+                out_dtype,
+                tiles,
+                tgt,
+                name,
+                flops,
+                batch,
             )
         return _matmul_cuda_simt(
-            a_shape, b_shape, dtype, transpose_b, bias, activation, out_dtype, tiles, tgt, name,
-            flops, batch,
+            a_shape,
+            b_shape,
+            dtype,
+            transpose_b,
+            bias,
+            activation,
+            out_dtype,
+            tiles,
+            tgt,
+            name,
+            flops,
+            batch,
         )
     return _matmul_cpu(
-        a_shape, b_shape, dtype, transpose_b, bias, activation, out_dtype, tiles,
-        micro or default_micro(tgt), parallel, tgt, name, flops, batch,
+        a_shape,
+        b_shape,
+        dtype,
+        transpose_b,
+        bias,
+        activation,
+        out_dtype,
+        tiles,
+        micro or default_micro(tgt),
+        parallel,
+        tgt,
+        name,
+        flops,
+        batch,
     )
 
 
@@ -294,9 +331,17 @@ def _matmul_cpu(
     tn = round_up(min(tiles["tile_n"], round_up(n, nr)), nr)
     tk = max(1, min(tiles["tile_k"], k))
     mp, np_, kp = round_up(m, tm), round_up(n, tn), round_up(k, tk)
-    inputs, out, st = _define(
-        a_shape, b_shape, dtype, transpose_b, bias, activation, out_dtype, batch,
-        (mp, np_, kp), "float32",
+    inputs, out, _st = _define(
+        a_shape,
+        b_shape,
+        dtype,
+        transpose_b,
+        bias,
+        activation,
+        out_dtype,
+        batch,
+        (mp, np_, kp),
+        "float32",
     )
     nb = len(batch)
 
@@ -359,8 +404,13 @@ def _matmul_cpu(
         schedule,
         flops=flops,
         config={
-            "tile_m": tm, "tile_n": tn, "tile_k": tk, "micro": (mr, nr), "lanes": lanes,
-            "padded": (mp, np_, kp), "parallel": parallel,
+            "tile_m": tm,
+            "tile_n": tn,
+            "tile_k": tk,
+            "micro": (mr, nr),
+            "lanes": lanes,
+            "padded": (mp, np_, kp),
+            "parallel": parallel,
         },
     )
 
@@ -422,8 +472,16 @@ def _matmul_cuda_simt(
     tk = max(1, min(tk, k))
     mp, np_, kp = round_up(m, tm), round_up(n, tn), round_up(k, tk)
     inputs, out, _ = _define(
-        a_shape, b_shape, dtype, transpose_b, bias, activation, out_dtype, batch,
-        (mp, np_, kp), "float32",
+        a_shape,
+        b_shape,
+        dtype,
+        transpose_b,
+        bias,
+        activation,
+        out_dtype,
+        batch,
+        (mp, np_, kp),
+        "float32",
     )
     nb = len(batch)
 
@@ -459,9 +517,20 @@ def _matmul_cuda_simt(
             sch.unroll(loop)
 
     return make_kernel(
-        name, inputs, [out], tgt, schedule, flops=flops,
-        config={"tile_m": tm, "tile_n": tn, "tile_k": tk, "threads": (ty_n, tx_n),
-                "padded": (mp, np_, kp), "tensor_core": False},
+        name,
+        inputs,
+        [out],
+        tgt,
+        schedule,
+        flops=flops,
+        config={
+            "tile_m": tm,
+            "tile_n": tn,
+            "tile_k": tk,
+            "threads": (ty_n, tx_n),
+            "padded": (mp, np_, kp),
+            "tensor_core": False,
+        },
     )
 
 
@@ -503,8 +572,16 @@ def _matmul_cuda_wmma(
     frag_m, frag_n = tm // (16 * warps_m), tn // (16 * warps_n)
     mp, np_, kp = round_up(m, tm), round_up(n, tn), round_up(k, tk)
     inputs, out, _ = _define(
-        a_shape, b_shape, dtype, transpose_b, bias, activation, out_dtype, batch,
-        (mp, np_, kp), dtype,
+        a_shape,
+        b_shape,
+        dtype,
+        transpose_b,
+        bias,
+        activation,
+        out_dtype,
+        batch,
+        (mp, np_, kp),
+        dtype,
     )
     nb = len(batch)
     num_warps = warps_m * warps_n
@@ -568,8 +645,19 @@ def _matmul_cuda_wmma(
         tensorize.mark(sch, sch.get_loops(inner)[-3], "mma")
 
     return make_kernel(
-        name, inputs, [out], tgt, schedule, flops=flops,
-        config={"tile_m": tm, "tile_n": tn, "tile_k": tk, "warps": (warps_m, warps_n),
-                "fragments_per_warp": (frag_m, frag_n), "padded": (mp, np_, kp),
-                "tensor_core": "wmma.m16n16k16"},
+        name,
+        inputs,
+        [out],
+        tgt,
+        schedule,
+        flops=flops,
+        config={
+            "tile_m": tm,
+            "tile_n": tn,
+            "tile_k": tk,
+            "warps": (warps_m, warps_n),
+            "fragments_per_warp": (frag_m, frag_n),
+            "padded": (mp, np_, kp),
+            "tensor_core": "wmma.m16n16k16",
+        },
     )

@@ -14,8 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import tvm.s_tir as s_tir
-from tvm import te, tirx
+from tvm import s_tir, te, tirx
 
 from .common import (
     Kernel,
@@ -30,8 +29,13 @@ from .common import (
 )
 
 
-def _kernel(name: str, inputs: Sequence[te.Tensor], out: te.Tensor, target: TargetLike | None,
-            config: dict[str, Any]) -> Kernel:
+def _kernel(
+    name: str,
+    inputs: Sequence[te.Tensor],
+    out: te.Tensor,
+    target: TargetLike | None,
+    config: dict[str, Any],
+) -> Kernel:
     tgt = as_target(target)
     lanes = simd_lanes(tgt, str(out.dtype)) if not is_gpu(tgt) else 1
 
@@ -60,8 +64,14 @@ def _ravel(idx: Sequence[Any], shape: Sequence[int]) -> Any:
     return flat
 
 
-def reshape(shape: Sequence[int], new_shape: Sequence[int], dtype: str = "float32", *,
-            target: TargetLike | None = None, name: str = "reshape") -> Kernel:
+def reshape(
+    shape: Sequence[int],
+    new_shape: Sequence[int],
+    dtype: str = "float32",
+    *,
+    target: TargetLike | None = None,
+    name: str = "reshape",
+) -> Kernel:
     """Row-major reshape (a copy; ``-1`` infers one dim)."""
     shape = tuple(int(d) for d in shape)
     new = [int(d) for d in new_shape]
@@ -71,14 +81,22 @@ def reshape(shape: Sequence[int], new_shape: Sequence[int], dtype: str = "float3
         known = prod([d for d in new if d != -1])
         new[new.index(-1)] = prod(shape) // max(known, 1)
     if prod(new) != prod(shape):
-        raise ValueError(f"reshape: {list(shape)} has {prod(shape)} elements, {new} has {prod(new)}")
+        raise ValueError(
+            f"reshape: {list(shape)} has {prod(shape)} elements, {new} has {prod(new)}"
+        )
     x = te.placeholder(shape, dtype, name="x")
     out = te.compute(tuple(new), lambda *i: x[tuple(_unravel(_ravel(i, new), shape))], name="out")
     return _kernel(name, [x], out, target, {"new_shape": tuple(new)})
 
 
-def transpose(shape: Sequence[int], perm: Sequence[int], dtype: str = "float32", *,
-              target: TargetLike | None = None, name: str = "transpose") -> Kernel:
+def transpose(
+    shape: Sequence[int],
+    perm: Sequence[int],
+    dtype: str = "float32",
+    *,
+    target: TargetLike | None = None,
+    name: str = "transpose",
+) -> Kernel:
     """``numpy.transpose(x, perm)``."""
     shape = tuple(int(d) for d in shape)
     perm = [int(p) % len(shape) for p in perm]
@@ -97,9 +115,16 @@ def transpose(shape: Sequence[int], perm: Sequence[int], dtype: str = "float32",
     return _kernel(name, [x], out, target, {"perm": tuple(perm)})
 
 
-def slice_(shape: Sequence[int], begin: Sequence[int], end: Sequence[int],
-           strides: Sequence[int] | None = None, dtype: str = "float32", *,
-           target: TargetLike | None = None, name: str = "slice") -> Kernel:
+def slice_(
+    shape: Sequence[int],
+    begin: Sequence[int],
+    end: Sequence[int],
+    strides: Sequence[int] | None = None,
+    dtype: str = "float32",
+    *,
+    target: TargetLike | None = None,
+    name: str = "slice",
+) -> Kernel:
     """``x[b0:e0:s0, b1:e1:s1, ...]`` with Python slice semantics (negatives, clamping)."""
     shape = tuple(int(d) for d in shape)
     strides = list(strides) if strides is not None else [1] * len(begin)
@@ -113,13 +138,21 @@ def slice_(shape: Sequence[int], begin: Sequence[int], end: Sequence[int],
         counts.append(len(range(start, stop, step)))
     x = te.placeholder(shape, dtype, name="x")
     out = te.compute(
-        tuple(counts), lambda *i: x[tuple(s + i[a] * st for a, (s, st) in enumerate(starts))], name="out"
+        tuple(counts),
+        lambda *i: x[tuple(s + i[a] * st for a, (s, st) in enumerate(starts))],
+        name="out",
     )
     return _kernel(name, [x], out, target, {"starts": starts, "out_shape": tuple(counts)})
 
 
-def concat(shapes: Sequence[Sequence[int]], axis: int, dtype: str = "float32", *,
-           target: TargetLike | None = None, name: str = "concat") -> Kernel:
+def concat(
+    shapes: Sequence[Sequence[int]],
+    axis: int,
+    dtype: str = "float32",
+    *,
+    target: TargetLike | None = None,
+    name: str = "concat",
+) -> Kernel:
     """``numpy.concatenate(xs, axis)``."""
     shapes = [tuple(int(d) for d in s) for s in shapes]
     rank = len(shapes[0])
@@ -145,20 +178,27 @@ def concat(shapes: Sequence[Sequence[int]], axis: int, dtype: str = "float32", *
     return _kernel(name, xs, out, target, {"axis": axis})
 
 
-def gather(table_shape: Sequence[int], indices_shape: Sequence[int], axis: int = 0,
-           dtype: str = "float32", index_dtype: str = "int64", *,
-           target: TargetLike | None = None, name: str = "gather") -> Kernel:
+def gather(
+    table_shape: Sequence[int],
+    indices_shape: Sequence[int],
+    axis: int = 0,
+    dtype: str = "float32",
+    index_dtype: str = "int64",
+    *,
+    target: TargetLike | None = None,
+    name: str = "gather",
+) -> Kernel:
     """``numpy.take(table, indices, axis)`` (an embedding lookup with ``axis=0``)."""
     tshape = tuple(int(d) for d in table_shape)
     ishape = tuple(int(d) for d in indices_shape)
     axis %= len(tshape)
     table = te.placeholder(tshape, dtype, name="table")
     indices = te.placeholder(ishape, index_dtype, name="indices")
-    out_shape = tshape[:axis] + ishape + tshape[axis + 1:]
+    out_shape = tshape[:axis] + ishape + tshape[axis + 1 :]
     n = tshape[axis]
 
     def fn(*i: Any) -> Any:
-        pre, mid, post = i[:axis], i[axis:axis + len(ishape)], i[axis + len(ishape):]
+        pre, mid, post = i[:axis], i[axis : axis + len(ishape)], i[axis + len(ishape) :]
         raw = indices[tuple(mid)].astype("int32") if ishape else indices[()].astype("int32")
         wrapped = tirx.Select(raw < 0, raw + n, raw)
         safe = tirx.max(tirx.min(wrapped, n - 1), 0)
@@ -168,9 +208,16 @@ def gather(table_shape: Sequence[int], indices_shape: Sequence[int], axis: int =
     return _kernel(name, [table, indices], out, target, {"axis": axis})
 
 
-def pad(shape: Sequence[int], before: Sequence[int], after: Sequence[int],
-        value: float = 0.0, dtype: str = "float32", *, target: TargetLike | None = None,
-        name: str = "pad") -> Kernel:
+def pad(
+    shape: Sequence[int],
+    before: Sequence[int],
+    after: Sequence[int],
+    value: float = 0.0,
+    dtype: str = "float32",
+    *,
+    target: TargetLike | None = None,
+    name: str = "pad",
+) -> Kernel:
     """Constant padding (``numpy.pad(mode="constant")``); negative pads crop."""
     shape = tuple(int(d) for d in shape)
     before = [int(b) for b in before]
@@ -180,7 +227,9 @@ def pad(shape: Sequence[int], before: Sequence[int], after: Sequence[int],
 
     def fn(*i: Any) -> Any:
         src = [i[a] - before[a] for a in range(len(shape))]
-        inside = tirx.all(*[tirx.all(s >= 0, s < shape[a]) for a, s in enumerate(src)]) if src else True
+        inside = (
+            tirx.all(*[tirx.all(s >= 0, s < shape[a]) for a, s in enumerate(src)]) if src else True
+        )
         safe = [tirx.max(tirx.min(s, shape[a] - 1), 0) for a, s in enumerate(src)]
         return tirx.Select(inside, x[tuple(safe)], tirx.const(value, dtype))
 

@@ -20,14 +20,15 @@ spatial loops fused and parallel, reduction loops inside, and the innermost spat
 inside the reduction and vectorised when the last axis is kept.
 """
 
+# ruff: noqa: SIM117 - one `with` per IRBuilder frame keeps the emitted loop nest readable
+
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import tvm.s_tir as s_tir
-from tvm import te, tirx
+from tvm import s_tir, te, tirx
 from tvm.script.ir_builder import IRBuilder
 from tvm.target import Target
 from tvm.tirx.op import tvm_storage_sync
@@ -83,17 +84,15 @@ class _RowKernel:
             _store(part, f32(init), 0)
             with T.serial(0, (self.n + self.threads - 1) // self.threads) as it:
                 j = it * self.threads + self.tx
-                with T.If(j < self.n):
-                    with T.Then():
-                        _store(part, combine(part[0], load(j)), 0)
+                with T.If(j < self.n), T.Then():
+                    _store(part, combine(part[0], load(j)), 0)
             T.evaluate(tvm_storage_sync("shared"))
             _store(self.red, part[0], self.tx)
             T.evaluate(tvm_storage_sync("shared"))
             step = self.threads // 2
             while step >= 1:
-                with T.If(self.tx < step):
-                    with T.Then():
-                        _store(self.red, combine(self.red[self.tx], self.red[self.tx + step]), self.tx)
+                with T.If(self.tx < step), T.Then():
+                    _store(self.red, combine(self.red[self.tx], self.red[self.tx + step]), self.tx)
                 T.evaluate(tvm_storage_sync("shared"))
                 step //= 2
             _store(res, self.red[0], 0)
@@ -102,9 +101,8 @@ class _RowKernel:
         acc = T.alloc_buffer((lanes,), "float32", scope="local")
         with T.vectorized(0, lanes) as v:
             _store(acc, f32(init), v)
-        with T.serial(0, self.n // lanes) as jo:
-            with T.vectorized(0, lanes) as v:
-                _store(acc, combine(acc[v], load(jo * lanes + v)), v)
+        with T.serial(0, self.n // lanes) as jo, T.vectorized(0, lanes) as v:
+            _store(acc, combine(acc[v], load(jo * lanes + v)), v)
         _store(res, acc[0], 0)
         with T.serial(1, lanes) as v:
             _store(res, combine(res[0], acc[v]), 0)
@@ -115,13 +113,11 @@ class _RowKernel:
         if self.gpu:
             with T.serial(0, (self.n + self.threads - 1) // self.threads) as it:
                 j = it * self.threads + self.tx
-                with T.If(j < self.n):
-                    with T.Then():
-                        body(j)
+                with T.If(j < self.n), T.Then():
+                    body(j)
             return
-        with T.serial(0, self.n // self.lanes) as jo:
-            with T.vectorized(0, self.lanes) as v:
-                body(jo * self.lanes + v)
+        with T.serial(0, self.n // self.lanes) as jo, T.vectorized(0, self.lanes) as v:
+            body(jo * self.lanes + v)
 
 
 def _row_function(
@@ -139,33 +135,36 @@ def _row_function(
     if threads is None:
         threads = 1 << max(5, min(8, math.ceil(math.log2(max(n, 1)))))
     rk = _RowKernel(target, n, threads)
-    with IRBuilder() as ib:
-        with T.prim_func():
-            T.func_name(name)
-            x = T.arg("x", T.buffer(tuple(shape), dtype))
-            ex = {nm: T.arg(nm, T.buffer(shp, dt)) for nm, shp, dt in extra}
-            out = T.arg("out", T.buffer(tuple(shape), dtype))
-            T.func_attr({"tirx.noalias": True, "global_symbol": name})
-            # view both as [rows, n] (same memory, flat row-major)
-            xf = T.decl_buffer((rows, n), dtype, data=x.data)
-            of = T.decl_buffer((rows, n), dtype, data=out.data)
-            if rk.gpu:
-                with T.thread_binding(0, rows, thread="blockIdx.x") as r:
-                    with T.thread_binding(0, threads, thread="threadIdx.x") as tx:
-                        rk.tx = tx
-                        rk.red = T.alloc_buffer((threads,), "float32", scope="shared")
-                        body(rk, xf, of, ex, r)
-            else:
-                with T.parallel(0, rows) as r:
+    with IRBuilder() as ib, T.prim_func():
+        T.func_name(name)
+        x = T.arg("x", T.buffer(tuple(shape), dtype))
+        ex = {nm: T.arg(nm, T.buffer(shp, dt)) for nm, shp, dt in extra}
+        out = T.arg("out", T.buffer(tuple(shape), dtype))
+        T.func_attr({"tirx.noalias": True, "global_symbol": name})
+        # view both as [rows, n] (same memory, flat row-major)
+        xf = T.decl_buffer((rows, n), dtype, data=x.data)
+        of = T.decl_buffer((rows, n), dtype, data=out.data)
+        if rk.gpu:
+            with T.thread_binding(0, rows, thread="blockIdx.x") as r:
+                with T.thread_binding(0, threads, thread="threadIdx.x") as tx:
+                    rk.tx = tx
+                    rk.red = T.alloc_buffer((threads,), "float32", scope="shared")
                     body(rk, xf, of, ex, r)
+        else:
+            with T.parallel(0, rows) as r:
+                body(rk, xf, of, ex, r)
     return ib.get()
 
 
 def _row_kernel(
-    name: str, target: TargetLike | None, shape: Sequence[int], dtype: str,
+    name: str,
+    target: TargetLike | None,
+    shape: Sequence[int],
+    dtype: str,
     extra: Sequence[tuple[str, tuple[int, ...], str]],
     body: Callable[[_RowKernel, Any, Any, dict[str, Any], Any], None],
-    flops_per_elem: int, config: dict[str, Any],
+    flops_per_elem: int,
+    config: dict[str, Any],
 ) -> Kernel:
     tgt = as_target(target)
     shape = tuple(int(d) for d in shape)
@@ -184,7 +183,10 @@ def _row_kernel(
 
 
 def softmax(
-    shape: Sequence[int], dtype: str = "float32", *, target: TargetLike | None = None,
+    shape: Sequence[int],
+    dtype: str = "float32",
+    *,
+    target: TargetLike | None = None,
     name: str = "softmax",
 ) -> Kernel:
     """Softmax over the last axis (max-subtracted; all ``-inf`` rows give NaN)."""
@@ -196,23 +198,39 @@ def softmax(
         s = rk.reduce(lambda j: exp_nan(x[r, j].astype("float32") - mb[0]), _add, 0.0)
         inv = T.alloc_buffer((1,), "float32", scope="local")
         _store(inv, f32(1.0) / s, 0)
-        rk.foreach(lambda j: _store(out, (exp_nan(x[r, j].astype("float32") - mb[0]) * inv[0]).astype(dtype), r, j))
+        rk.foreach(
+            lambda j: _store(
+                out, (exp_nan(x[r, j].astype("float32") - mb[0]) * inv[0]).astype(dtype), r, j
+            )
+        )
 
     return _row_kernel(name, target, shape, dtype, [], body, 30, {"axis": -1})
 
 
 def layer_norm(
-    shape: Sequence[int], dtype: str = "float32", *, eps: float = 1e-5, weight: bool = True,
-    bias: bool = True, target: TargetLike | None = None, name: str = "layer_norm",
+    shape: Sequence[int],
+    dtype: str = "float32",
+    *,
+    eps: float = 1e-5,
+    weight: bool = True,
+    bias: bool = True,
+    target: TargetLike | None = None,
+    name: str = "layer_norm",
 ) -> Kernel:
     """``(x - mean) / sqrt(var + eps) * weight + bias`` over the last axis (biased variance)."""
     n = int(shape[-1])
-    extra = ([("weight", (n,), dtype)] if weight else []) + ([("bias", (n,), dtype)] if bias else [])
+    extra = ([("weight", (n,), dtype)] if weight else []) + (
+        [("bias", (n,), dtype)] if bias else []
+    )
 
     def body(rk: _RowKernel, x: Any, out: Any, ex: dict[str, Any], r: Any) -> None:
         st = T.alloc_buffer((2,), "float32", scope="local")
         _store(st, rk.reduce(lambda j: x[r, j].astype("float32"), _add, 0.0) * f32(1.0 / n), 0)
-        var = rk.reduce(lambda j: (x[r, j].astype("float32") - st[0]) * (x[r, j].astype("float32") - st[0]), _add, 0.0)
+        var = rk.reduce(
+            lambda j: (x[r, j].astype("float32") - st[0]) * (x[r, j].astype("float32") - st[0]),
+            _add,
+            0.0,
+        )
         _store(st, tirx.rsqrt(var * f32(1.0 / n) + f32(eps)), 1)
 
         def write(j: Any) -> None:
@@ -229,8 +247,13 @@ def layer_norm(
 
 
 def rms_norm(
-    shape: Sequence[int], dtype: str = "float32", *, eps: float = 1e-6, weight: bool = True,
-    target: TargetLike | None = None, name: str = "rms_norm",
+    shape: Sequence[int],
+    dtype: str = "float32",
+    *,
+    eps: float = 1e-6,
+    weight: bool = True,
+    target: TargetLike | None = None,
+    name: str = "rms_norm",
 ) -> Kernel:
     """``x / sqrt(mean(x²) + eps) * weight`` over the last axis."""
     n = int(shape[-1])
@@ -275,7 +298,11 @@ def reduce(
     if any(not -rank <= a < rank for a in (axes or [])):
         raise ValueError(f"axes {list(axes or [])} out of range for rank {rank}")
     kept = [a for a in range(rank) if a not in axes_n]
-    out_shape = tuple(1 if a in axes_n else shape[a] for a in range(rank)) if keepdims else tuple(shape[a] for a in kept)
+    out_shape = (
+        tuple(1 if a in axes_n else shape[a] for a in range(rank))
+        if keepdims
+        else tuple(shape[a] for a in kept)
+    )
     acc_dt = "float32" if dtype in ("float16", "bfloat16") else dtype
     x = te.placeholder(shape, dtype, name="x")
     raxes = [te.reduce_axis((0, shape[a]), name=f"r{a}") for a in axes_n]
@@ -301,7 +328,9 @@ def reduce(
     scale = 1.0 / count if op == "mean" else None
     out = te.compute(
         out_shape,
-        lambda *idx: (acc[idx] * tirx.const(scale, acc_dt) if scale is not None else acc[idx]).astype(dtype),
+        lambda *idx: (
+            acc[idx] * tirx.const(scale, acc_dt) if scale is not None else acc[idx]
+        ).astype(dtype),
         name="out",
     )
     lanes = simd_lanes(tgt, "float32")
@@ -346,6 +375,11 @@ def reduce(
             sch.reverse_compute_at(ob, fused)
 
     return make_kernel(
-        name or f"reduce_{op}", [x], [out], tgt, schedule, flops=prod(shape),
+        name or f"reduce_{op}",
+        [x],
+        [out],
+        tgt,
+        schedule,
+        flops=prod(shape),
         config={"op": op, "axes": axes_n, "keepdims": keepdims},
     )

@@ -36,9 +36,7 @@ from __future__ import annotations
 from typing import Any
 
 import tvm_ffi
-
-import tvm.s_tir as s_tir
-from tvm import tirx
+from tvm import s_tir, tirx
 from tvm.s_tir import MatchBufferRegion, SBlock
 
 MARK = "irkit.wmma"
@@ -104,7 +102,13 @@ def _replace(block: SBlock) -> SBlock:
         c, mc, cs = _match(block.writes[0], "C")
         matches = [mc]
         call = tirx.call_intrin(
-            "void", "tirx.tvm_fill_fragment", c.data, m, n, k, _frag_index(c, cs),
+            "void",
+            "tirx.tvm_fill_fragment",
+            c.data,
+            m,
+            n,
+            k,
+            _frag_index(c, cs),
             tirx.const(0, str(c.dtype)),
         )
     elif role in ("load_a", "load_b"):
@@ -113,16 +117,32 @@ def _replace(block: SBlock) -> SBlock:
         matches = [ma, mc]
         dtype = str(a.dtype)
         call = tirx.call_intrin(
-            "void", "tirx.tvm_load_matrix_sync", c.data, m, n, k, _frag_index(c, cs),
-            a.access_ptr("r", ptr_type=dtype), as_, "row_major",
+            "void",
+            "tirx.tvm_load_matrix_sync",
+            c.data,
+            m,
+            n,
+            k,
+            _frag_index(c, cs),
+            a.access_ptr("r", ptr_type=dtype),
+            as_,
+            "row_major",
         )
     elif role == "store":
         a, ma, as_ = _match(block.reads[0], "A")
         c, mc, cs = _match(block.writes[0], "C")
         matches = [ma, mc]
         call = tirx.call_intrin(
-            "void", "tirx.tvm_store_matrix_sync", a.data, m, n, k, _frag_index(a, as_),
-            c.access_ptr("w", ptr_type=str(c.dtype)), cs, "row_major",
+            "void",
+            "tirx.tvm_store_matrix_sync",
+            a.data,
+            m,
+            n,
+            k,
+            _frag_index(a, as_),
+            c.access_ptr("w", ptr_type=str(c.dtype)),
+            cs,
+            "row_major",
         )
     else:  # mma
         a, ma, as_ = _match(_first(block.reads, "wmma.matrix_a"), "A")
@@ -131,8 +151,16 @@ def _replace(block: SBlock) -> SBlock:
         matches = [ma, mb, mc]
         ci = _frag_index(c, cs)
         call = tirx.call_intrin(
-            "void", "tirx.tvm_mma_sync", c.data, ci, a.data, _frag_index(a, as_), b.data,
-            _frag_index(b, bs), c.data, ci,
+            "void",
+            "tirx.tvm_mma_sync",
+            c.data,
+            ci,
+            a.data,
+            _frag_index(a, as_),
+            b.data,
+            _frag_index(b, bs),
+            c.data,
+            ci,
         )
     annotations = {key: v for key, v in block.annotations.items() if key != MARK}
     return SBlock(

@@ -75,7 +75,7 @@ def build_attention(sp: Spelling) -> Module:
     if sp.layout in ("bhsd", "bmm3d"):
         qs, ks = (bd, H, sd, D), (bd, hkv, sd, D)
     elif sp.layout == "native3d":
-        qs = ks = (bd * H if sp.symbolic else B * H, sd, D)  # type: ignore[operator]
+        qs = ks = (SymDim.symbol("BH") if sp.symbolic else B * H, sd, D)
     else:
         qs, ks = (bd, sd, H, D), (bd, sd, hkv, D)
     args = [TensorType(qs, dt), TensorType(ks, dt), TensorType(ks, dt)]
@@ -165,6 +165,9 @@ def build_attention(sp: Spelling) -> Module:
     def causal_keep() -> Value:
         if sp.mask == "causal-buffer":
             n = 16
+            if rank == 3:  # heads flattened: a 2-D buffer
+                buf = b.constant(np.tril(np.ones((n, n), dtype=bool)))
+                return b.slice(buf, start=(0, 0), limit=(sd, sd))
             buf = b.constant(np.tril(np.ones((n, n), dtype=bool)).reshape(1, 1, n, n))
             return b.slice(buf, start=(0, 0, 0, 0), limit=(1, 1, sd, sd))
         if sp.mask == "causal-iota" or sp.symbolic:
@@ -197,7 +200,7 @@ def build_attention(sp: Spelling) -> Module:
     elif sp.mask == "padding-bool":
         s = b.where(padding_keep(), s, _c(b, -math.inf, sdt))
     elif sp.mask == "causal+padding":
-        s = b.where(causal_keep(), s, _c(b, -1e9, sdt))
+        s = b.where(causal_keep(), s, _c(b, -1e9 if sdt == DType.f32 else finfo_min, sdt))
         assert extra is not None
         m4 = b.cast(b.reshape(extra, shape=(bd, 1, 1, sd)), to=sdt)
         s = b.add(s, b.mul(b.sub(_c(b, 1.0, sdt), m4), _c(b, -10000.0, sdt)))
@@ -253,7 +256,7 @@ def spelling_inputs(m: Module, seed: int) -> list[np.ndarray]:
     """Random inputs; masks keep at least one key in every row (so no row is fully masked)."""
     rng = np.random.default_rng(seed)
     fn = m.entry
-    b = {"B": B, "S": S}
+    b = {"B": B, "S": S, "BH": B * H}
     out = []
     for a in fn.args:
         shape = a.type.concrete_shape(b)

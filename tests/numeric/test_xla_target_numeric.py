@@ -3,8 +3,8 @@
 Every op of the registry is lowered alone (the op-kernel cases of
 ``test_op_kernels.py`` plus the edge cases below: integer semantics, half types,
 masked attention rows, regions), then whole models: the synthetic GPT-2-style
-decoder and the example models imported through the torch frontend. Results
-must match the oracle under ``module_tolerance`` and have the IR's dtypes.
+decoder and the example models imported through the torch and JAX frontends.
+Results must match the oracle under ``module_tolerance`` and have the IR's dtypes.
 """
 
 from __future__ import annotations

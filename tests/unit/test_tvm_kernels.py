@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,14 +20,14 @@ tvm = pytest.importorskip("tvm")
 ml_dtypes = pytest.importorskip("ml_dtypes")
 scipy_special = pytest.importorskip("scipy.special")
 
-from irkit.targets.tvm_kernels import attention as at  # noqa: E402
-from irkit.targets.tvm_kernels import common as c  # noqa: E402
-from irkit.targets.tvm_kernels import conv as cv  # noqa: E402
-from irkit.targets.tvm_kernels import elementwise as ew  # noqa: E402
-from irkit.targets.tvm_kernels import graph as g  # noqa: E402
-from irkit.targets.tvm_kernels import matmul as mm  # noqa: E402
-from irkit.targets.tvm_kernels import movement as mv  # noqa: E402
-from irkit.targets.tvm_kernels import reduce as rd  # noqa: E402
+from irkit.targets.tvm_kernels import attention as at
+from irkit.targets.tvm_kernels import common as c
+from irkit.targets.tvm_kernels import conv as cv
+from irkit.targets.tvm_kernels import elementwise as ew
+from irkit.targets.tvm_kernels import graph as g
+from irkit.targets.tvm_kernels import matmul as mm
+from irkit.targets.tvm_kernels import movement as mv
+from irkit.targets.tvm_kernels import reduce as rd
 
 NP_DTYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 # (rtol, atol) relative to the float64 oracle, for values of magnitude ~1
@@ -41,7 +42,9 @@ def rng(request: pytest.FixtureRequest) -> np.random.Generator:
     return np.random.default_rng(abs(hash(request.node.name)) % (2**32))
 
 
-def rand(rng: np.random.Generator, shape: tuple[int, ...], dtype: str = "float32", scale: float = 1.0) -> np.ndarray:
+def rand(
+    rng: np.random.Generator, shape: tuple[int, ...], dtype: str = "float32", scale: float = 1.0
+) -> np.ndarray:
     return (rng.standard_normal(shape) * scale).astype(NP_DTYPES[dtype])
 
 
@@ -60,7 +63,8 @@ def test_host_cpu_is_detected_not_assumed() -> None:
     cpu = c.host_cpu()
     target = c.cpu_target()
     assert target.attrs["mcpu"] == cpu
-    flags = open("/proc/cpuinfo").read() if __import__("os").path.exists("/proc/cpuinfo") else ""
+    cpuinfo = Path("/proc/cpuinfo")
+    flags = cpuinfo.read_text() if cpuinfo.exists() else ""
     if "flags" in flags:
         has512 = re.search(r"\bavx512f\b", flags) is not None
         assert c.simd_lanes(target) == (16 if has512 else 8)
@@ -94,7 +98,15 @@ def matmul_ref(a, b, transpose_b=False, bias=None, act=None):
         # odd sizes, one tile
         ((37, 50), (50, 61), "float32", False, False, None, {}),
         # odd sizes over several small tiles: padding on M, N and K tile edges
-        ((37, 50), (50, 61), "float32", False, True, "relu", dict(tile_m=16, tile_n=32, tile_k=16)),
+        (
+            (37, 50),
+            (50, 61),
+            "float32",
+            False,
+            True,
+            "relu",
+            {"tile_m": 16, "tile_n": 32, "tile_k": 16},
+        ),
         # batch broadcasting [2,3] x [3], transposed B, bias + erf GELU
         ((2, 3, 37, 50), (3, 61, 50), "float32", True, True, "gelu_erf", {}),
         # broadcasting size-1 batch dims on both sides
@@ -112,7 +124,9 @@ def test_matmul_cpu(rng, a_shape, b_shape, dtype, transpose_b, bias, act, tiles)
     if bias:
         bias_v = rand(rng, (n,), dtype)
         args.append(bias_v)
-    k = mm.matmul(a_shape, b_shape, dtype, transpose_b=transpose_b, bias=bias, activation=act, **tiles)
+    k = mm.matmul(
+        a_shape, b_shape, dtype, transpose_b=transpose_b, bias=bias, activation=act, **tiles
+    )
     (out,) = c.run(k, *args)
     ref = matmul_ref(a, b, transpose_b, bias_v, act)
     assert out.shape == ref.shape and str(out.dtype) == dtype
@@ -146,8 +160,18 @@ def test_matmul_cpu_large_default_tiles(rng):
 # --------------------------------------------------------------------------- attention
 
 
-def attention_case(rng, q_shape, kv_shape, dtype="float32", bias_shape=None, causal=False,
-                   causal_offset=0, mask_rows=None, mask_value=-np.inf, **kw):
+def attention_case(
+    rng,
+    q_shape,
+    kv_shape,
+    dtype="float32",
+    bias_shape=None,
+    causal=False,
+    causal_offset=0,
+    mask_rows=None,
+    mask_value=-np.inf,
+    **kw,
+):
     q, k, v = rand(rng, q_shape, dtype), rand(rng, kv_shape, dtype), rand(rng, kv_shape, dtype)
     args = [q, k, v]
     bias = None
@@ -157,8 +181,15 @@ def attention_case(rng, q_shape, kv_shape, dtype="float32", bias_shape=None, cau
             bias[..., mask_rows, :] = mask_value
         bias = bias.astype(NP_DTYPES[dtype])
         args.append(bias)
-    ker = at.attention(q_shape, kv_shape, dtype, bias_shape=bias_shape, causal=causal,
-                       causal_offset=causal_offset, **kw)
+    ker = at.attention(
+        q_shape,
+        kv_shape,
+        dtype,
+        bias_shape=bias_shape,
+        causal=causal,
+        causal_offset=causal_offset,
+        **kw,
+    )
     (out,) = c.run(ker, *args)
     return out, (q, k, v, bias)
 
@@ -168,7 +199,7 @@ def attention_case(rng, q_shape, kv_shape, dtype="float32", bias_shape=None, cau
     [
         ((1, 2, 37, 16), (1, 2, 50, 16), "float32", None, False, 0, {}),
         # GQA (4 query heads share 2 kv heads), causal, several query/key tiles
-        ((2, 4, 37, 16), (2, 2, 61, 16), "float32", None, True, 0, dict(tile_q=16, tile_k=16)),
+        ((2, 4, 37, 16), (2, 2, 61, 16), "float32", None, True, 0, {"tile_q": 16, "tile_k": 16}),
         # MQA + bias broadcast over batch and heads
         ((1, 4, 20, 32), (1, 1, 20, 32), "float32", (1, 1, 20, 20), False, 0, {}),
         # bias broadcast over batch only, causal
@@ -180,7 +211,9 @@ def attention_case(rng, q_shape, kv_shape, dtype="float32", bias_shape=None, cau
     ],
 )
 def test_attention_cpu(rng, q_shape, kv_shape, dtype, bias_shape, causal, offset, tiles):
-    out, (q, k, v, bias) = attention_case(rng, q_shape, kv_shape, dtype, bias_shape, causal, offset, **tiles)
+    out, (q, k, v, bias) = attention_case(
+        rng, q_shape, kv_shape, dtype, bias_shape, causal, offset, **tiles
+    )
     ref = at.reference(q, k, v, bias, causal=causal, causal_offset=offset)
     assert out.shape == q_shape
     close(out, ref, dtype)
@@ -204,7 +237,11 @@ def test_attention_fully_masked_rows_are_nan_like_the_reference(rng):
 
 def test_attention_finfo_min_mask_stays_finite(rng):
     out, (q, k, v, bias) = attention_case(
-        rng, (1, 2, 9, 16), (1, 2, 30, 16), bias_shape=(1, 1, 9, 30), mask_rows=[3],
+        rng,
+        (1, 2, 9, 16),
+        (1, 2, 30, 16),
+        bias_shape=(1, 1, 9, 30),
+        mask_rows=[3],
         mask_value=np.finfo(np.float32).min,
     )
     assert np.isfinite(out).all()
@@ -231,7 +268,9 @@ def test_elementwise_tree_with_broadcast(rng):
         ew.where(ew.binary("gt", i0, ew.const(0.0)), silu, ew.unary("tanh", i0)),
         ew.binary(
             "div",
-            ew.binary("sub", ew.unary("erf", i1), ew.unary("exp", ew.binary("min", i2, ew.const(1.0)))),
+            ew.binary(
+                "sub", ew.unary("erf", i1), ew.unary("exp", ew.binary("min", i2, ew.const(1.0)))
+            ),
             ew.unary("sqrt", ew.binary("add", ew.unary("abs", i2), ew.const(1.0))),
         ),
     )
@@ -266,8 +305,13 @@ def test_elementwise_half_inputs(rng, dtype):
     x = rand(rng, (6, 40), dtype)
     i0 = ew.input(0)
     gelu = ew.binary(
-        "mul", ew.binary("mul", i0, ew.const(0.5, dtype)),
-        ew.binary("add", ew.const(1.0, dtype), ew.unary("erf", ew.binary("mul", i0, ew.const(1 / math.sqrt(2), dtype)))),
+        "mul",
+        ew.binary("mul", i0, ew.const(0.5, dtype)),
+        ew.binary(
+            "add",
+            ew.const(1.0, dtype),
+            ew.unary("erf", ew.binary("mul", i0, ew.const(1 / math.sqrt(2), dtype))),
+        ),
     )
     k = ew.elementwise(gelu, [x.shape], [dtype])
     (out,) = c.run(k, x)
@@ -276,7 +320,9 @@ def test_elementwise_half_inputs(rng, dtype):
 
 
 def test_elementwise_fast_math_edge_values():
-    x = np.array([-np.inf, -100.0, -1e-8, 0.0, 3e-6, 2.5, 50.0, np.inf, np.nan] * 2, dtype=np.float32)
+    x = np.array(
+        [-np.inf, -100.0, -1e-8, 0.0, 3e-6, 2.5, 50.0, np.inf, np.nan] * 2, dtype=np.float32
+    )
     for op in ("exp", "tanh", "erf", "sigmoid"):
         k = ew.elementwise(ew.unary(op, ew.input(0)), [x.shape], ["float32"])
         (out,) = c.run(k, x)
@@ -286,7 +332,9 @@ def test_elementwise_fast_math_edge_values():
 
 def test_elementwise_rejects_mixed_dtypes():
     with pytest.raises(ValueError, match="explicit cast"):
-        ew.elementwise(ew.binary("add", ew.input(0), ew.input(1)), [(4,), (4,)], ["float32", "float16"])
+        ew.elementwise(
+            ew.binary("add", ew.input(0), ew.input(1)), [(4,), (4,)], ["float32", "float16"]
+        )
 
 
 # --------------------------------------------------------------------------- reductions / norms
@@ -323,7 +371,11 @@ def test_layer_norm_without_affine(rng):
     x = rand(rng, (4, 19))
     (out,) = c.run(rd.layer_norm(x.shape, weight=False, bias=False), x)
     x64 = x.astype(np.float64)
-    close(out, (x64 - x64.mean(-1, keepdims=True)) / np.sqrt(x64.var(-1, keepdims=True) + 1e-5), "float32")
+    close(
+        out,
+        (x64 - x64.mean(-1, keepdims=True)) / np.sqrt(x64.var(-1, keepdims=True) + 1e-5),
+        "float32",
+    )
 
 
 @pytest.mark.parametrize(
@@ -353,7 +405,9 @@ def test_movement_ops(rng):
     (o,) = c.run(mv.concat([x.shape, y.shape], 1), x, y)
     np.testing.assert_array_equal(o, np.concatenate([x, y], 1))
     (o,) = c.run(mv.pad(x.shape, (0, 1, 2, 0), (1, 0, 1, 3), value=1.5), x)
-    np.testing.assert_array_equal(o, np.pad(x, ((0, 1), (1, 0), (2, 1), (0, 3)), constant_values=1.5))
+    np.testing.assert_array_equal(
+        o, np.pad(x, ((0, 1), (1, 0), (2, 1), (0, 3)), constant_values=1.5)
+    )
 
 
 def test_gather_embedding(rng):
@@ -366,8 +420,12 @@ def test_gather_embedding(rng):
 @pytest.mark.parametrize(
     "x_shape,w_shape,kw",
     [
-        ((1, 3, 13, 17), (8, 3, 3, 3), dict(padding=1)),
-        ((2, 4, 12, 12), (6, 2, 3, 3), dict(stride=2, padding=(1, 0), groups=2, bias=True, dilation=1)),
+        ((1, 3, 13, 17), (8, 3, 3, 3), {"padding": 1}),
+        (
+            (2, 4, 12, 12),
+            (6, 2, 3, 3),
+            {"stride": 2, "padding": (1, 0), "groups": 2, "bias": True, "dilation": 1},
+        ),
     ],
 )
 def test_conv2d(rng, x_shape, w_shape, kw):
@@ -381,8 +439,10 @@ def test_conv2d(rng, x_shape, w_shape, kw):
     (out,) = c.run(cv.conv2d(x_shape, w_shape, **kw), *args)
     tkw = {k: v for k, v in kw.items() if k != "bias"}
     ref = torch.nn.functional.conv2d(
-        torch.from_numpy(x).double(), torch.from_numpy(w).double(),
-        None if b is None else torch.from_numpy(b).double(), **tkw,
+        torch.from_numpy(x).double(),
+        torch.from_numpy(w).double(),
+        None if b is None else torch.from_numpy(b).double(),
+        **tkw,
     ).numpy()
     close(out, ref, "float32", scale=5)
 
@@ -394,10 +454,20 @@ def test_graph_runs_a_block_on_the_relax_vm(rng):
     s, d, f = 12, 32, 48
     steps = [
         g.Step(rd.layer_norm((s, d)), ["x", "ln_w", "ln_b"], ["h"]),
-        g.Step(mm.matmul((s, d), (d, f), bias=True, activation="gelu_tanh"), ["h", "w1", "b1"], ["u"]),
+        g.Step(
+            mm.matmul((s, d), (d, f), bias=True, activation="gelu_tanh"), ["h", "w1", "b1"], ["u"]
+        ),
         g.Step(mm.matmul((s, f), (d, f), transpose_b=True, name="proj"), ["u", "w2"], ["p"]),
-        g.Step(ew.elementwise(ew.binary("add", ew.input(0), ew.input(1)), [(s, d), (s, d)],
-                              ["float32", "float32"], name="residual"), ["x", "p"], ["y"]),
+        g.Step(
+            ew.elementwise(
+                ew.binary("add", ew.input(0), ew.input(1)),
+                [(s, d), (s, d)],
+                ["float32", "float32"],
+                name="residual",
+            ),
+            ["x", "p"],
+            ["y"],
+        ),
     ]
     cg = g.compile_graph(steps, ["x", "ln_w", "ln_b", "w1", "b1", "w2"], ["y", "h"])
     assert cg.compile_s > 0 and "R.call_tir" in cg.module.script()
@@ -405,7 +475,9 @@ def test_graph_runs_a_block_on_the_relax_vm(rng):
     w1, b1, w2 = rand(rng, (d, f)), rand(rng, (f,)), rand(rng, (d, f))
     y, h = cg.run({"x": x, "ln_w": lw, "ln_b": lb, "w1": w1, "b1": b1, "w2": w2})
     x64 = x.astype(np.float64)
-    h_ref = (x64 - x64.mean(-1, keepdims=True)) / np.sqrt(x64.var(-1, keepdims=True) + 1e-5) * lw + lb
+    h_ref = (x64 - x64.mean(-1, keepdims=True)) / np.sqrt(
+        x64.var(-1, keepdims=True) + 1e-5
+    ) * lw + lb
     u = matmul_ref(h_ref, w1, bias=b1, act="gelu_tanh")
     close(h, h_ref, "float32")
     close(y, x64 + u @ w2.astype(np.float64).T, "float32", scale=10)
@@ -422,8 +494,17 @@ def test_graph_rejects_undefined_values():
 
 @needs_nvcc
 def test_cuda_matmul_tensor_cores_f16_source_and_ptx():
-    k = mm.matmul((2, 20, 24), (24, 40), "float16", bias=True, activation="gelu_erf",
-                  target="cuda", tile_m=32, tile_n=64, tile_k=16)
+    k = mm.matmul(
+        (2, 20, 24),
+        (24, 40),
+        "float16",
+        bias=True,
+        activation="gelu_erf",
+        target="cuda",
+        tile_m=32,
+        tile_n=64,
+        tile_k=16,
+    )
     assert k.config["tensor_core"] == "wmma.m16n16k16"
     art = c.inspect(k, ptxas=True)
     assert "nvcuda::wmma::mma_sync" in art.cuda_source and "__syncthreads" in art.cuda_source
@@ -434,10 +515,18 @@ def test_cuda_matmul_tensor_cores_f16_source_and_ptx():
 
 @needs_nvcc
 def test_cuda_matmul_bf16_wmma_and_f32_simt_ptx():
-    k = mm.matmul((37, 50), (61, 50), "bfloat16", transpose_b=True, target="cuda",
-                  tile_m=32, tile_n=64, tile_k=16)
+    k = mm.matmul(
+        (37, 50),
+        (61, 50),
+        "bfloat16",
+        transpose_b=True,
+        target="cuda",
+        tile_m=32,
+        tile_n=64,
+        tile_k=16,
+    )
     art = c.inspect(k, ptxas=False)
-    assert "__nv_bfloat16" in art.cuda_source and "mma_sync" in art.cuda_source
+    assert "matrix_a, 16, 16, 16, nv_bfloat16" in art.cuda_source and "mma_sync" in art.cuda_source
     assert art.ptx_error is None and "wmma.mma.sync" in art.ptx
     k = mm.matmul((2, 37, 50), (50, 61), "float32", target="cuda")
     art = c.inspect(k, ptxas=False)
@@ -447,8 +536,16 @@ def test_cuda_matmul_bf16_wmma_and_f32_simt_ptx():
 
 @needs_nvcc
 def test_cuda_attention_and_graph_ptx():
-    k = at.attention((1, 2, 20, 16), (1, 1, 24, 16), "float16", bias_shape=(20, 24), causal=True,
-                     tile_q=32, tile_k=8, target="cuda")
+    k = at.attention(
+        (1, 2, 20, 16),
+        (1, 1, 24, 16),
+        "float16",
+        bias_shape=(20, 24),
+        causal=True,
+        tile_q=32,
+        tile_k=8,
+        target="cuda",
+    )
     art = c.inspect(k, ptxas=False)
     assert "__shared__" in art.cuda_source and art.ptx_error is None and ".entry" in art.ptx
     steps = [

@@ -12,7 +12,6 @@ import json
 import os
 import re
 
-import numpy as np
 import pytest
 
 os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")  # see targets/xla.py
@@ -186,19 +185,17 @@ def test_dynamic_dims_lower_at_each_binding(gpt2: Module) -> None:
 
 
 def test_missing_binding_names_the_symbol() -> None:
-    f, b = new_function("main", [TensorType((np.int64(2).item(),), DType.f32)])
-    b.ret(b.exp(f.args[0]))
-    m = Module([f])
-    lf = get_target("xla-cpu").lower_jax(m)
-    assert lf.input_specs[0].shape == (2,)
-    from irkit.ir.types import SymDim
-
-    f2, b2 = new_function("main", [TensorType((SymDim.symbol("N"),), DType.f32)])
-    b2.ret(b2.exp(f2.args[0]))
     from irkit.targets.xla_lower import LowerOptions, lower_to_jax
 
+    from irkit.ir.types import SymDim
+
+    f, b = new_function("main", [TensorType((SymDim.symbol("N"), 4), DType.f32)])
+    b.ret(b.exp(f.args[0]))
+    m = Module([f])
     with pytest.raises(LoweringError, match="symbol N"):
-        lower_to_jax(Module([f2]), {}, LowerOptions())
+        lower_to_jax(m, {}, LowerOptions())
+    lf = get_target("xla-cpu").lower_jax(m, {"N": 3})
+    assert lf.input_specs[0].shape == (3, 4)
 
 
 def test_lowering_errors_are_user_errors() -> None:

@@ -1,0 +1,162 @@
+"""TVM hand-scheduled GEMM and fused attention vs NumPy, on this CPU.
+
+    python benchmarks/tvm_gemm.py                      # 512³ and 1024³, 1 and 2 threads
+    python benchmarks/tvm_gemm.py --threads 1 --repeats 11 --out gemm.md
+
+Each thread count runs in its own subprocess with ``TVM_NUM_THREADS``, ``OMP_NUM_THREADS`` and
+``OPENBLAS_NUM_THREADS`` set before anything is imported (both thread pools read them once).
+Inside, TVM and NumPy are timed alternately, repeat by repeat, so both see the same machine
+state; the table gives medians, the min-max spread, and the median of the per-repeat ratios
+(TVM GF/s over NumPy GF/s). Compile time is reported apart from run time.
+
+Attention: the fused online-softmax kernel against a NumPy reference that materialises the
+score matrix (``q @ kᵀ``, causal mask, max-subtracted softmax, ``@ v``) at a GPT-2-small shape
+(1 × 12 heads × S × 64, causal).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+
+
+def _child(args: argparse.Namespace) -> None:
+    import numpy as np
+
+    from irkit.targets.tvm_kernels import attention as at
+    from irkit.targets.tvm_kernels import common as c
+    from irkit.targets.tvm_kernels import matmul as mm
+
+    rng = np.random.default_rng(0)
+    rows: list[dict] = []
+    for n in args.sizes:
+        a = rng.standard_normal((n, n), dtype=np.float32)
+        b = rng.standard_normal((n, n), dtype=np.float32)
+        k = mm.matmul((n, n), (n, n))
+        lib, compile_s = c.compile_kernel(k)
+        (out,) = c.run(k, a, b, lib=lib)
+        err = float(np.abs(out - a @ b).max())
+        flops = 2.0 * n**3
+        number = max(1, int(2e9 // flops))  # ~2 GFLOP per timed batch
+        tvm_gf, np_gf, ratio = [], [], []
+        for _ in range(args.repeats):
+            t = float(np.mean(c.time_kernel(k, a, b, lib=lib, number=number, repeat=1)))
+            start = time.perf_counter()
+            for _ in range(number):
+                a @ b
+            t_np = (time.perf_counter() - start) / number
+            tvm_gf.append(flops / t / 1e9)
+            np_gf.append(flops / t_np / 1e9)
+            ratio.append(tvm_gf[-1] / np_gf[-1])
+        rows.append({"kind": "gemm", "n": n, "tvm": tvm_gf, "numpy": np_gf, "ratio": ratio,
+                     "compile_s": compile_s, "max_abs_err": err, "config": str(k.config)})
+    for s in args.attn_seq:
+        shape = (1, 12, s, 64)
+        q, kk, v = (rng.standard_normal(shape, dtype=np.float32) for _ in range(3))
+        ker = at.attention(shape, shape, causal=True)
+        lib, compile_s = c.compile_kernel(ker)
+        (out,) = c.run(ker, q, kk, v, lib=lib)
+        mask = np.tril(np.ones((s, s), dtype=bool))
+        scale = np.float32(1 / 8)
+
+        def numpy_attention() -> np.ndarray:
+            sc = np.matmul(q, np.swapaxes(kk, -1, -2)) * scale
+            sc = np.where(mask, sc, -np.inf)
+            e = np.exp(sc - sc.max(-1, keepdims=True))
+            return (e / e.sum(-1, keepdims=True)) @ v
+
+        err = float(np.abs(out - numpy_attention()).max())
+        tvm_ms, np_ms, ratio = [], [], []
+        for _ in range(args.repeats):
+            t = float(np.mean(c.time_kernel(ker, q, kk, v, lib=lib, number=2, repeat=1)))
+            start = time.perf_counter()
+            numpy_attention()
+            numpy_attention()
+            t_np = (time.perf_counter() - start) / 2
+            tvm_ms.append(t * 1e3)
+            np_ms.append(t_np * 1e3)
+            ratio.append(t_np / t)
+        rows.append({"kind": "attention", "n": s, "tvm": tvm_ms, "numpy": np_ms, "ratio": ratio,
+                     "compile_s": compile_s, "max_abs_err": err, "gflops": ker.flops / 1e9})
+    print("RESULT " + json.dumps({"threads": args.threads_one, "cpu": c.host_cpu(), "rows": rows}))
+
+
+def _stats(xs: list[float]) -> str:
+    xs = sorted(xs)
+    med = xs[len(xs) // 2] if len(xs) % 2 else 0.5 * (xs[len(xs) // 2 - 1] + xs[len(xs) // 2])
+    return f"{med:.1f} ({xs[0]:.1f}–{xs[-1]:.1f})"
+
+
+def _median(xs: list[float]) -> float:
+    xs = sorted(xs)
+    return xs[len(xs) // 2] if len(xs) % 2 else 0.5 * (xs[len(xs) // 2 - 1] + xs[len(xs) // 2])
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")], default=[512, 1024])
+    p.add_argument("--threads", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2])
+    p.add_argument("--attn-seq", type=lambda s: [int(x) for x in s.split(",") if x], default=[1024],
+                   help="GPT-2-small attention sequence lengths ('' to skip)")
+    p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--out", help="also write the markdown here")
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--threads-one", type=int, default=1, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        _child(args)
+        return
+    results = []
+    for nt in args.threads:
+        env = dict(os.environ)
+        for var in ("TVM_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            env[var] = str(nt)
+        cmd = [sys.executable, __file__, "--child", "--threads-one", str(nt), "--repeats", str(args.repeats),
+               "--sizes", ",".join(map(str, args.sizes)), "--attn-seq", ",".join(map(str, args.attn_seq))]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+        line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+        if proc.returncode != 0 or not line:
+            sys.exit(f"benchmark child ({nt} threads) failed:\n{proc.stderr[-3000:]}")
+        results.append(json.loads(line[0][len("RESULT "):]))
+    cpu = results[0]["cpu"]
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    lines = [
+        f"TVM hand-scheduled kernels vs NumPy on `{cpu}` (LLVM host CPU), {args.repeats} repeats, "
+        f"TVM and NumPy timed alternately; median (min–max). Load average at the end: {load:.1f}.",
+        "",
+        "| kernel | threads | TVM | NumPy | ratio TVM/NumPy | compile s | max abs err |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for res in results:
+        for r in res["rows"]:
+            if r["kind"] == "gemm":
+                name = f"GEMM f32 {r['n']}³ (GF/s)"
+                ratio = _median(r["ratio"])
+            else:
+                name = f"attention 1×12×{r['n']}×64 causal (ms)"
+                ratio = _median(r["ratio"])  # NumPy time / TVM time: higher is better for TVM
+            lines.append(
+                f"| {name} | {res['threads']} | {_stats(r['tvm'])} | {_stats(r['numpy'])} | "
+                f"{ratio:.2f} | {r['compile_s']:.2f} | {r['max_abs_err']:.1e} |"
+            )
+    lines += [
+        "",
+        "Ratio: GEMM rows divide GF/s (TVM / NumPy); attention rows divide times (NumPy / TVM), "
+        "so above 1 means TVM is faster in both.",
+        "",
+        "Command: `" + " ".join(shlex.quote(x) for x in [os.path.relpath(sys.executable), *sys.argv]) + "`",
+    ]
+    text = "\n".join(lines)
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
