@@ -23,6 +23,7 @@ has no jaxpr or HLO importer.  The markdown table is printed and written to
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import os
 import platform
@@ -58,8 +59,9 @@ def _fmt(t: tuple[float, float, float]) -> str:
     return f"{med * 1e3:.0f} ({lo * 1e3:.0f}–{hi * 1e3:.0f})"
 
 
-def _tvm(text: str, repeat: int) -> str:
-    """TVM Relax's StableHLO import of ``text``: a time, or why it fails."""
+def _tvm(text: str, repeat: int, errors: list[str]) -> str:
+    """TVM Relax's StableHLO import of ``text``: a time, or why it fails (the message
+    goes to ``errors`` once, the cell says which one)."""
     try:
         from tvm.relax.frontend.stablehlo import from_stablehlo
     except Exception as e:  # noqa: BLE001 - TVM missing or broken is a result too
@@ -68,7 +70,10 @@ def _tvm(text: str, repeat: int) -> str:
         from_stablehlo(text)
     except Exception as e:  # noqa: BLE001 - report TVM's failure, whatever it is
         msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        return f"fails: {type(e).__name__}: {msg[:90]}"
+        err = f"{type(e).__name__}: {msg[:160]}"
+        if err not in errors:
+            errors.append(err)
+        return f"fails ({errors.index(err) + 1})"
     return _fmt(_time(lambda: from_stablehlo(text), repeat))
 
 
@@ -85,6 +90,7 @@ def main() -> int:
     from irkit.frontends.jax import import_hlo, import_jax, import_stablehlo
 
     rows = []
+    tvm_errors: list[str] = []
     for name in [m for m in args.models.split(",") if m]:
         fn, ex = get(name).jax_factory()
         ex = tuple(ex)
@@ -93,12 +99,14 @@ def main() -> int:
         hlo = lowered.as_text(dialect="hlo")
         m_jaxpr = import_jax(fn, ex)
         m_shlo = import_stablehlo(shlo)
-        t_trace = _time(lambda fn=fn, ex=ex: jax.make_jaxpr(fn)(*ex), args.repeat)
-        t_jaxpr = _time(lambda fn=fn, ex=ex: import_jax(fn, ex), args.repeat)
+        # A new partial each run: JAX caches traces per function object, and a user's first
+        # import of a function pays for the trace.
+        t_trace = _time(lambda fn=fn, ex=ex: jax.make_jaxpr(functools.partial(fn))(*ex), args.repeat)
+        t_jaxpr = _time(lambda fn=fn, ex=ex: import_jax(functools.partial(fn), ex), args.repeat)
         t_lower = _time(lambda fn=fn, ex=ex: jax.jit(fn).lower(*ex).as_text(), args.repeat)
         t_shlo = _time(lambda shlo=shlo: import_stablehlo(shlo), args.repeat)
         t_hlo = _time(lambda hlo=hlo: import_hlo(hlo), args.repeat)
-        tvm = _tvm(shlo, args.repeat)
+        tvm = _tvm(shlo, args.repeat, tvm_errors)
         rows.append((name, m_jaxpr.num_ops(), t_jaxpr, t_trace, m_shlo.num_ops(), t_lower, t_shlo, t_hlo, tvm))
         print(f"{name}: jaxpr {_fmt(t_jaxpr)} ms, stablehlo {_fmt(t_shlo)} ms, hlo {_fmt(t_hlo)} ms",
               file=sys.stderr)
@@ -124,7 +132,8 @@ def main() -> int:
         f"Command: `{cmd.strip()}`\n\n"
         f"Median (min–max) of {args.repeat} runs after one warm-up; jax {jax.__version__}, Python "
         f"{platform.python_version()}, {os.cpu_count()} CPUs ({load}measured in one run).\n\n"
-        "`import_jax` includes JAX's own trace (`jax.make_jaxpr`, timed alone in the next column); "
+        "`import_jax` includes JAX's own trace (`jax.make_jaxpr`, timed alone in the next column; each run "
+        "traces a new `functools.partial` of the function, since JAX caches traces per function object); "
         "`import_stablehlo` parses the text with jaxlib's MLIR bindings and walks it, and JAX's lowering "
         "(`jax.jit(f).lower(x).as_text()`) is timed apart; `import_hlo` includes XLA's HLO parser and its "
         "conversion to StableHLO. The StableHLO path has more IR ops because JAX's lowering spells out "
@@ -135,6 +144,8 @@ def main() -> int:
         "StableHLO ops (no gather, transpose, compare, select, iota, concatenate or func.call), so it "
         "could not import these models in any case.\n\n"
     )
+    if tvm_errors:
+        table += "\n\nTVM errors: " + "; ".join(f"({i + 1}) `{e}`" for i, e in enumerate(tvm_errors))
     out = note + table + "\n"
     print(out)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -15,15 +15,17 @@ runs under :class:`irkit.passmanager.PassManager` with timing on, on a fresh
 clone each repeat; repeats are interleaved across sizes (round r runs every
 size once) so machine load hits every size alike.  Reported: the median time of
 each pass, the pipeline total (sum of passes), the per-pass IR verification the
-pass manager does on top (``verify``), the time per layer and per op, and a
-least-squares fit ``total = a + b * layers`` with its R², plus the growth
-factor (time ratio / op ratio against the smallest size; 1.0 is linear).
+pass manager does on top (``verify``), the time per layer and per op, a
+least-squares fit ``total = a + b * layers`` with its R², and for every pass the
+exponent k of ``time ~ ops^k`` (log-log least squares; 1.0 is linear, 2.0
+quadratic) on the medians and on the minimum of the repeats (the least
+disturbed sample on a loaded machine).
 
 Writes markdown to stdout and to ``benchmarks/results/pipeline_scaling.md``,
 the command at the top.
 
 Run: python benchmarks/pipeline_scaling.py [--layers 1,2,4,8,12,24] [--torch-layers 1,2,4,8,12,24]
-     [--repeats 5] [--pipeline PIPELINE] [--out FILE]
+     [--repeats 15] [--pipeline PIPELINE] [--out FILE]
 """
 
 from __future__ import annotations
@@ -72,6 +74,9 @@ class Case:
 
     def median(self, name: str) -> float:
         return Timing(self.pass_samples[name]).median
+
+    def minimum(self, name: str) -> float:
+        return min(self.total_samples if name == "total" else self.pass_samples[name])
 
     @property
     def total(self) -> Timing:
@@ -138,6 +143,15 @@ def fit(xs: list[float], ys: list[float]) -> tuple[float, float, float]:
     return float(a), float(b), 1.0 - ss_res / ss_tot
 
 
+def loglog(xs: list[float], ys: list[float]) -> float:
+    """The exponent k of ``y ~ x^k`` (least squares in log-log): 1 is linear, 2 quadratic."""
+    pts = [(x, y) for x, y in zip(xs, ys) if x > 0 and y > 0]
+    if len(pts) < 2:
+        return float("nan")
+    lx, ly = np.log([p[0] for p in pts]), np.log([p[1] for p in pts])
+    return float(np.polyfit(lx, ly, 1)[0])
+
+
 def section(source: str, cases: list[Case], pipeline: str) -> list[str]:
     L: list[str] = []
     title = {"synthetic": "Synthetic GPT-2-style modules (irkit.testing.blocks.gpt2_style_module)",
@@ -157,21 +171,27 @@ def section(source: str, cases: list[Case], pipeline: str) -> list[str]:
                  + f" | {1e3 * tot.median:.1f} | {100 * tot.spread:.0f}% | {1e3 * c.verify:.1f} | "
                  f"{1e3 * tot.median / c.layers:.1f} | {1e6 * tot.median / c.ops_before:.0f} |")
     L.append("")
-    # Linearity: fit total and each pass against layers; growth against the smallest size.
+    # Linearity: time per layer, a straight-line fit against layers, and the log-log exponent
+    # of time against op count (1.0 = linear); the exponent is given on medians and on the
+    # minimum of the repeats (the least disturbed sample on a loaded machine).
     xs = [c.layers for c in cases]
+    ops = [c.ops_before for c in cases]
     a, b, r2 = fit(xs, [c.total.median for c in cases])
-    base = cases[0]
-    L.append(f"Linearity: total ≈ {1e3 * a:.1f} ms + {1e3 * b:.1f} ms × layers (R² = {r2:.3f}).")
+    L.append(f"Linearity: total ≈ {1e3 * a:.1f} ms + {1e3 * b:.1f} ms × layers (R² = {r2:.3f}); total time grows as "
+             f"ops^{loglog(ops, [c.total.median for c in cases]):.2f} on medians, "
+             f"ops^{loglog(ops, [c.minimum('total') for c in cases]):.2f} on minimums (1.00 = linear).")
     L.append("")
-    L.append("| pass | fixed ms (a) | ms per layer (b) | R² | growth " + f"{base.layers}→{cases[-1].layers} layers "
-             "(time ratio / op ratio; 1.0 = linear) |")
-    L.append("|---|---:|---:|---:|---:|")
-    op_ratio = cases[-1].ops_before / base.ops_before
+    big = [c for c in cases if c.layers >= max(xs) // 2]
+    L.append("| pass | ms per layer (slope) | R² | exponent k, medians | exponent k, minimums | "
+             + " | ".join(f"ms/layer at {c.layers}" for c in big) + " |")
+    L.append("|---|---:|---:|---:|---:|" + "---:|" * len(big))
     for p in passes + ["total"]:
         ys = [c.total.median if p == "total" else c.median(p) for c in cases]
-        pa, pb, pr2 = fit(xs, ys)
-        growth = (ys[-1] / ys[0]) / op_ratio if ys[0] > 0 else float("nan")
-        L.append(f"| {p} | {1e3 * pa:.1f} | {1e3 * pb:.2f} | {pr2:.3f} | {growth:.2f} |")
+        mins = [c.minimum(p) for c in cases]
+        _, pb, pr2 = fit(xs, ys)
+        per = [(c.total.median if p == "total" else c.median(p)) / c.layers for c in big]
+        L.append(f"| {p} | {1e3 * pb:.2f} | {pr2:.3f} | {loglog(ops, ys):.2f} | {loglog(ops, mins):.2f} | "
+                 + " | ".join(f"{1e3 * v:.1f}" for v in per) + " |")
     L.append("")
     if source == "torch":
         L.append("Import time (torch.export + IR import, once per size): "
@@ -185,7 +205,7 @@ def main() -> int:
     ap.add_argument("--layers", default="1,2,4,8,12,24", help="synthetic module sizes")
     ap.add_argument("--torch-layers", default="1,2,4,8,12,24",
                     help="torch GPT-2 sizes imported through torch.export ('' to skip)")
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--pipeline", default=PIPELINE)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "pipeline_scaling.md"))
     args = ap.parse_args()

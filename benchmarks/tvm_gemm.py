@@ -23,11 +23,11 @@ import shlex
 import subprocess
 import sys
 import time
+from typing import Any
 
 
 def _child(args: argparse.Namespace) -> None:
     import numpy as np
-
     from irkit.targets.tvm_kernels import attention as at
     from irkit.targets.tvm_kernels import common as c
     from irkit.targets.tvm_kernels import matmul as mm
@@ -53,8 +53,18 @@ def _child(args: argparse.Namespace) -> None:
             tvm_gf.append(flops / t / 1e9)
             np_gf.append(flops / t_np / 1e9)
             ratio.append(tvm_gf[-1] / np_gf[-1])
-        rows.append({"kind": "gemm", "n": n, "tvm": tvm_gf, "numpy": np_gf, "ratio": ratio,
-                     "compile_s": compile_s, "max_abs_err": err, "config": str(k.config)})
+        rows.append(
+            {
+                "kind": "gemm",
+                "n": n,
+                "tvm": tvm_gf,
+                "numpy": np_gf,
+                "ratio": ratio,
+                "compile_s": compile_s,
+                "max_abs_err": err,
+                "config": str(k.config),
+            }
+        )
     for s in args.attn_seq:
         shape = (1, 12, s, 64)
         q, kk, v = (rng.standard_normal(shape, dtype=np.float32) for _ in range(3))
@@ -64,26 +74,40 @@ def _child(args: argparse.Namespace) -> None:
         mask = np.tril(np.ones((s, s), dtype=bool))
         scale = np.float32(1 / 8)
 
-        def numpy_attention() -> np.ndarray:
-            sc = np.matmul(q, np.swapaxes(kk, -1, -2)) * scale
-            sc = np.where(mask, sc, -np.inf)
-            e = np.exp(sc - sc.max(-1, keepdims=True))
-            return (e / e.sum(-1, keepdims=True)) @ v
-
-        err = float(np.abs(out - numpy_attention()).max())
+        err = float(np.abs(out - _numpy_attention(q, kk, v, mask, scale)).max())
         tvm_ms, np_ms, ratio = [], [], []
         for _ in range(args.repeats):
             t = float(np.mean(c.time_kernel(ker, q, kk, v, lib=lib, number=2, repeat=1)))
             start = time.perf_counter()
-            numpy_attention()
-            numpy_attention()
+            _numpy_attention(q, kk, v, mask, scale)
+            _numpy_attention(q, kk, v, mask, scale)
             t_np = (time.perf_counter() - start) / 2
             tvm_ms.append(t * 1e3)
             np_ms.append(t_np * 1e3)
             ratio.append(t_np / t)
-        rows.append({"kind": "attention", "n": s, "tvm": tvm_ms, "numpy": np_ms, "ratio": ratio,
-                     "compile_s": compile_s, "max_abs_err": err, "gflops": ker.flops / 1e9})
+        rows.append(
+            {
+                "kind": "attention",
+                "n": s,
+                "tvm": tvm_ms,
+                "numpy": np_ms,
+                "ratio": ratio,
+                "compile_s": compile_s,
+                "max_abs_err": err,
+                "gflops": ker.flops / 1e9,
+            }
+        )
     print("RESULT " + json.dumps({"threads": args.threads_one, "cpu": c.host_cpu(), "rows": rows}))
+
+
+def _numpy_attention(q: Any, k: Any, v: Any, mask: Any, scale: Any) -> Any:
+    """The reference: materialised scores, causal mask, max-subtracted softmax, then @ v."""
+    import numpy as np
+
+    sc = np.matmul(q, np.swapaxes(k, -1, -2)) * scale
+    sc = np.where(mask, sc, -np.inf)
+    e = np.exp(sc - sc.max(-1, keepdims=True))
+    return (e / e.sum(-1, keepdims=True)) @ v
 
 
 def _stats(xs: list[float]) -> str:
@@ -98,11 +122,17 @@ def _median(xs: list[float]) -> float:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")], default=[512, 1024])
     p.add_argument("--threads", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2])
-    p.add_argument("--attn-seq", type=lambda s: [int(x) for x in s.split(",") if x], default=[1024],
-                   help="GPT-2-small attention sequence lengths ('' to skip)")
+    p.add_argument(
+        "--attn-seq",
+        type=lambda s: [int(x) for x in s.split(",") if x],
+        default=[1024],
+        help="GPT-2-small attention sequence lengths ('' to skip)",
+    )
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--out", help="also write the markdown here")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -114,20 +144,38 @@ def main() -> None:
     results = []
     for nt in args.threads:
         env = dict(os.environ)
-        for var in ("TVM_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        for var in (
+            "TVM_NUM_THREADS",
+            "OMP_NUM_THREADS",
+            "OPENBLAS_NUM_THREADS",
+            "MKL_NUM_THREADS",
+        ):
             env[var] = str(nt)
-        cmd = [sys.executable, __file__, "--child", "--threads-one", str(nt), "--repeats", str(args.repeats),
-               "--sizes", ",".join(map(str, args.sizes)), "--attn-seq", ",".join(map(str, args.attn_seq))]
+        cmd = [
+            sys.executable,
+            __file__,
+            "--child",
+            "--threads-one",
+            str(nt),
+            "--repeats",
+            str(args.repeats),
+            "--sizes",
+            ",".join(map(str, args.sizes)),
+            "--attn-seq",
+            ",".join(map(str, args.attn_seq)),
+        ]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
         line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
         if proc.returncode != 0 or not line:
             sys.exit(f"benchmark child ({nt} threads) failed:\n{proc.stderr[-3000:]}")
-        results.append(json.loads(line[0][len("RESULT "):]))
+        results.append(json.loads(line[0][len("RESULT ") :]))
     cpu = results[0]["cpu"]
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     lines = [
-        f"TVM hand-scheduled kernels vs NumPy on `{cpu}` (LLVM host CPU), {args.repeats} repeats, "
-        f"TVM and NumPy timed alternately; median (min–max). Load average at the end: {load:.1f}.",
+        (
+            f"TVM hand-scheduled kernels vs NumPy on `{cpu}` (LLVM host CPU), {args.repeats} repeats, "
+            f"TVM and NumPy timed alternately; median (min–max). Load average at the end: {load:.1f}."
+        ),
         "",
         "| kernel | threads | TVM | NumPy | ratio TVM/NumPy | compile s | max abs err |",
         "|---|---|---|---|---|---|---|",
@@ -146,10 +194,14 @@ def main() -> None:
             )
     lines += [
         "",
-        "Ratio: GEMM rows divide GF/s (TVM / NumPy); attention rows divide times (NumPy / TVM), "
-        "so above 1 means TVM is faster in both.",
+        (
+            "Ratio: GEMM rows divide GF/s (TVM / NumPy); attention rows divide times (NumPy / TVM), "
+            "so above 1 means TVM is faster in both."
+        ),
         "",
-        "Command: `" + " ".join(shlex.quote(x) for x in [os.path.relpath(sys.executable), *sys.argv]) + "`",
+        "Command: `"
+        + " ".join(shlex.quote(x) for x in [os.path.relpath(sys.executable), *sys.argv])
+        + "`",
     ]
     text = "\n".join(lines)
     print(text)

@@ -354,6 +354,41 @@ class BatchReshapeOutOfMatmul(Pattern):
         rw.replace_op(op, [out])
 
 
+class TransposeThroughBatchReshape(Pattern):
+    """``reshape(transpose(reshape(x)))`` that flattens leading dims, permutes the rest and unflattens
+    → ``transpose(x)``.
+
+    The dynamo ONNX exporter transposes K as ``[B*H, S, D] -> [B*H, D, S]``
+    between views of the 4-D tensor; this is ``transpose(k, [0, 1, 3, 2])``.
+    """
+
+    name = "transpose-through-batch-reshape"
+    roots = ("ik.reshape",)
+
+    def match(self, op: Op) -> Match | None:
+        t = op_is(op.operand(0), "ik.transpose")
+        if t is None or t.attrs["perm"][0] != 0:
+            return None
+        inner = op_is(t.operand(0), "ik.reshape")
+        if inner is None:
+            return None
+        x = inner.operand(0)
+        flat = inner.results[0].type.shape
+        rest = len(flat) - 1
+        lead = x.type.shape[: x.type.rank - rest]
+        if not lead or tuple(x.type.shape[len(lead):]) != tuple(flat[1:]) or dim_prod(lead) != flat[0]:
+            return None
+        perm = tuple(t.attrs["perm"])
+        out = tuple(lead) + tuple(t.results[0].type.shape[1:])
+        if tuple(op.results[0].type.shape) != out:
+            return None
+        k = len(lead)
+        return Match(x=x, perm=tuple(range(k)) + tuple(p - 1 + k for p in perm[1:]))
+
+    def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
+        rw.replace_op(op, [transposed(rw, op, m["x"], m["perm"])])
+
+
 class ProbsOnLeft(Pattern):
     """``matmul(V', transpose(P))`` with P a softmax → ``transpose(matmul(P, transpose(V')))``.
 
@@ -973,7 +1008,7 @@ class RaiseSoftmax(Pattern):
 def attention_canonicalization_patterns() -> list[Pattern]:
     """The patterns :mod:`passes.canonicalize` runs for attention spellings."""
     return [
-        ContractToMatmul(), BatchReshapeOutOfMatmul(), ProbsOnLeft(),
+        ContractToMatmul(), BatchReshapeOutOfMatmul(), TransposeThroughBatchReshape(), ProbsOnLeft(),
         ReduceKeepdims(), SumDivToMean(), ImplicitBroadcast(), SplatToScalar(), *rule_patterns(_INF_RULES),
         ScaleDivToMul(), ScaleCombine(), ScaleThroughShape(), ScaleOutOfScores(),
         WhereNot(), MaskFillOnElse(), NotCompare(), MergeWhereMasks(), AdditiveInfMask(),

@@ -84,29 +84,6 @@ def _in_expr(op: Op) -> bool:
     return is_float_cast(op)
 
 
-@dataclass
-class _Expr:
-    root: Op
-    ops: dict[int, Op]  # every op of the expression reachable from the root through expression ops
-
-
-def _collect(root: Op) -> _Expr | None:
-    ops: dict[int, Op] = {}
-    stack = [root]
-    while stack:
-        o = stack.pop()
-        if id(o) in ops:
-            continue
-        ops[id(o)] = o
-        if len(ops) > MAX_EXPR_OPS:
-            return None
-        for v in o.operands:
-            p = v.producer
-            if p is not None and p.name != "ik.constant" and _in_expr(p):
-                stack.append(p)
-    return _Expr(root, ops)
-
-
 def _leaves(root: Op, stop: Value | None) -> tuple[set[int], dict[int, Value], list[Op]]:
     """Non-constant leaves of the expression at ``root`` when it stops at ``stop``; and its ops."""
     leaves: dict[int, Value] = {}
@@ -178,100 +155,101 @@ def _describe_error(f: np.ndarray, g: np.ndarray) -> tuple[float, float]:
 
 
 class FuseActivationPattern(Pattern):
-    """Identify an elementwise expression of one variable as GELU or SiLU by its values."""
+    """Identify an elementwise expression of one variable as GELU or SiLU by its values.
+
+    The pattern starts at the transcendental op every spelling contains (erf,
+    tanh, sigmoid or exp): the expression's root is one of its users a few
+    elementwise ops further on (the furthest that works), its variable one of
+    its ancestors (the deepest that works).
+    """
 
     name = "fuse-activation"
-    roots = tuple(sorted(_UNARY_OPS | _BINARY_OPS))
+    roots = tuple(sorted(_SIGNATURE))
     explain = True
 
-    def match(self, op: Op) -> Match | Fail | None:
-        if not _in_expr(op) or op.name == "ik.cast":
+    def match(self, sig: Op) -> Match | Fail | None:
+        if not sig.results[0].type.dtype.is_float:
             return None
-        expr = _collect(op)
-        if expr is None:
-            return None
-        names = {o.name for o in expr.ops.values()}
-        if not names & _SIGNATURE:
-            return None
-        # Candidate variables, deepest first: values the expression reads that are not constants.
-        cands: list[Value] = []
-        for o in expr.ops.values():
-            for v in o.operands:
-                if (v.producer is None or v.producer.name != "ik.constant" or _scalar(v) is None) and v not in cands:
-                    cands.append(v)
-        for o in expr.ops.values():
-            if o is not op and o.results[0] not in cands:
-                cands.append(o.results[0])
-        cands.sort(key=lambda v: -_depth(op, v))
-        best: tuple[float, float, str] | None = None
-        for x in cands:
-            ids, leaves, ops = _leaves(op, x)
-            if ids != {id(x)} or x.producer is op:
-                continue
-            if not ({o.name for o in ops} & _SIGNATURE):
-                continue
-            f = _evaluate(op, x, POINTS)
-            if f is None:
-                continue
-            tol = _const_tolerance(ops)
-            scored = sorted((_describe_error(f, g(POINTS)) + (label,)  # type: ignore[operator]
-                             for label, (_, _, g) in TARGETS.items()), key=lambda t: t[0])
-            for err, at, label in scored[:1]:
-                opname, attrs, _ = TARGETS[label]
+        roots = _roots_from(sig)
+        xs = _variables_of(sig)
+        best: tuple[float, float, str, Op] | None = None
+        for root in roots:
+            for x in xs:
+                ids, _, ops = _leaves(root, x)
+                if ids != {id(x)}:
+                    continue
+                f = _evaluate(root, x, POINTS)
+                if f is None:
+                    continue
+                tol = _const_tolerance(ops)
+                err, at, label = min((_describe_error(f, g(POINTS)) + (lab,)  # type: ignore[operator]
+                                      for lab, (_, _, g) in TARGETS.items()), key=lambda t: t[0])
                 if err <= tol:
+                    opname, attrs, _ = TARGETS[label]
                     inside = {id(o) for o in ops}
                     for o in ops:
-                        if o is op:
+                        if o is root:
                             continue
                         for u in o.results[0].users:
                             if id(u) not in inside:
                                 return Fail(f"the {label} expression's '{o.name}' has a user outside it "
                                             f"('{u.name}' at {u.loc.short()})", o)
-                    return Match(x=x, opname=opname, attrs=attrs, ops=ops, label=label)
+                    return Match(x=x, root=root, opname=opname, attrs=attrs, ops=ops, label=label)
                 if best is None or err < best[0]:
-                    best = (err, at, label)
-        if best is None or not _is_maximal(op) or best[0] > NEAR_MISS:
+                    best = (err, at, label, root)
+        if best is None or best[0] > NEAR_MISS:
             return None
-        err, at, label = best
-        return Fail(f"the expression uses {', '.join(sorted(n[3:] for n in names & _SIGNATURE))} but is not "
-                    f"{label} (the closest): it differs by {err:.2g} (relative) at x={at:g}; check its constants "
-                    "(0.5, 1/sqrt(2)=0.70711, sqrt(2/pi)=0.79788, 0.044715)", op)
+        err, at, label, root = best
+        return Fail(f"the expression uses {sig.name[3:]} but is not {label} (the closest): it differs by "
+                    f"{err:.2g} (relative) at x={at:g}; check its constants "
+                    "(0.5, 1/sqrt(2)=0.70711, sqrt(2/pi)=0.79788, 0.044715)", root)
 
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
+        root: Op = m["root"]
         x: Value = m["x"]
-        out_t = op.results[0].type
+        out_t = root.results[0].type
         if x.type.dtype != out_t.dtype:
-            x = mk(rw, op, "ik.cast", x, to=out_t.dtype)
+            x = mk(rw, root, "ik.cast", x, to=out_t.dtype)
         loc = Location.fuse([o.loc for o in m["ops"]])
-        y = rw.create(op, m["opname"], [x], dict(m["attrs"]), loc=loc).results[0]
+        y = rw.create(root, m["opname"], [x], dict(m["attrs"]), loc=loc).results[0]
         if y.type != out_t:
             return
-        rw.replace_op(op, [y])
+        rw.replace_op(root, [y])
 
 
-def _depth(root: Op, v: Value) -> int:
-    """Longest path length from ``v`` up to ``root`` inside the expression (deeper = further from root)."""
-    best = 0
-    stack = [(root, 0)]
-    seen: dict[int, int] = {}
+MAX_ROOT_DISTANCE = 8
+
+
+def _roots_from(sig: Op) -> list[Op]:
+    """Expression ops reachable from ``sig`` through single-use chains of users, furthest first."""
+    dist: dict[int, tuple[int, Op]] = {id(sig): (0, sig)}
+    frontier = [sig]
+    for d in range(1, MAX_ROOT_DISTANCE + 1):
+        nxt = []
+        for o in frontier:
+            for u in o.results[0].users:
+                if id(u) not in dist and _in_expr(u) and u.results and u.results[0].type.dtype.is_float:
+                    dist[id(u)] = (d, u)
+                    nxt.append(u)
+        frontier = nxt
+    return [o for _, o in sorted(dist.values(), key=lambda t: -t[0])]
+
+
+def _variables_of(sig: Op) -> list[Value]:
+    """Values ``sig`` is computed from through expression ops, deepest first."""
+    depth: dict[int, tuple[int, Value]] = {}
+    stack = [(v, 1) for v in sig.operands]
     while stack:
-        o, d = stack.pop()
-        if seen.get(id(o), -1) >= d:
+        v, d = stack.pop()
+        p = v.producer
+        if p is not None and p.name == "ik.constant" and _scalar(v) is not None:
             continue
-        seen[id(o)] = d
-        for a in o.operands:
-            if a is v:
-                best = max(best, d + 1)
-            p = a.producer
-            if p is not None and p.name != "ik.constant" and _in_expr(p) and d < MAX_EXPR_OPS:
-                stack.append((p, d + 1))
-    return best
-
-
-def _is_maximal(op: Op) -> bool:
-    """The expression ends here: its result does not feed exactly one further expression op."""
-    users = op.results[0].users
-    return not (len(op.results[0].uses) == 1 and _in_expr(users[0]))
+        if depth.get(id(v), (-1,))[0] >= d or d > MAX_EXPR_OPS:
+            continue
+        depth[id(v)] = (d, v)
+        if p is not None and _in_expr(p):
+            stack.extend((a, d + 1) for a in p.operands)
+    return [v for _, v in sorted(depth.values(), key=lambda t: -t[0])]
 
 
 @register_pass("fuse-activation")

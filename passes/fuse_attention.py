@@ -288,6 +288,40 @@ def _unrepeat(v: Value, axis: int) -> tuple[Value, int, tuple] | None:
     return z, n, tuple(d for i, d in enumerate(z.type.shape) if i != axis + 1)
 
 
+def _safe_softmax_guard(sm: Op) -> list[Op] | None:
+    """The ops of ``where(any(x != -inf, axis), softmax(x), 0)`` around softmax ``sm``, the where last."""
+    p = sm.results[0]
+    if len(p.uses) != 1:
+        return None
+    w = p.users[0]
+    if w.name != "ik.where" or w.operand(1) is not p or float_splat(w.operand(2)) != 0.0:
+        return None
+    x = sm.operand(0)
+    r = x.type.rank
+    c = w.operand(0)
+    chain: list[Op] = []
+    v = c
+    while v.producer is not None and v.producer.name == "ik.cast":
+        chain.append(v.producer)
+        v = v.producer.operand(0)
+    red = op_is(v, "ik.reduce_max")
+    if red is None or not red.attrs.get("keepdims", False):
+        return None
+    axes = red.attrs.get("axes") or ()
+    if len(axes) != 1 or normalize_axis(axes[0], r) != r - 1:
+        return None
+    chain.append(red)
+    v = red.operand(0)
+    while v.producer is not None and v.producer.name == "ik.cast":
+        chain.append(v.producer)
+        v = v.producer.operand(0)
+    ne = op_is(v, "ik.ne")
+    if ne is None or ne.operand(0) is not x or float_splat(ne.operand(1)) != -math.inf:
+        return None
+    chain.append(ne)
+    return [*reversed(chain), w]
+
+
 def match_attention(sm: Op) -> AttentionMatch | Fail:
     """Find the attention around softmax ``sm``, or say why there is none."""
     x = sm.operand(0)
@@ -298,8 +332,13 @@ def match_attention(sm: Op) -> AttentionMatch | Fail:
     if ax != rank - 1:
         return Fail(f"softmax is over axis {ax}, not the key axis {rank - 1}", sm)
 
+    # -- torch's _safe_softmax: where(row has a key that is not -inf, softmax(x), 0) is exactly
+    #    what ik.attention does with a fully masked row, so the guard fuses too.
+    guard = _safe_softmax_guard(sm)
+    guard_ops = guard or []
+
     # -- down: softmax input -> ... -> matmul(Q, Kᵀ)
-    ops: list[Op] = [sm]
+    ops: list[Op] = [sm, *guard_ops]
     am = AttentionMatch(sm, sm, q=x, k_src=x, k_perm=(), v_src=x, v_perm=(), rank=rank, scale=1.0, causal=False)
     pending: list[tuple[str, Value, float]] = []  # additive terms with the factor applied after them
     factor = 1.0
@@ -308,7 +347,9 @@ def match_attention(sm: Op) -> AttentionMatch | Fail:
         op = cur.producer
         if op is None:
             return Fail("the softmax input is a function argument, not Q·Kᵀ", sm)
-        if len(cur.uses) != 1:
+        extra = [u for u in cur.users if u is not sm and u not in guard_ops] if cur is x else \
+            [u for u, _ in cur.uses][1:]
+        if extra:
             return Fail(f"the scores computed by {where(op)} have {len(cur.uses)} uses; fusing would keep "
                         "them alive", op)
         ops.append(op)
@@ -380,8 +421,8 @@ def match_attention(sm: Op) -> AttentionMatch | Fail:
                     op)
     qk = op
     am.scale = factor
-    # -- up: P -> (cast) -> matmul(P, V)
-    p = sm.results[0]
+    # -- up: P -> (safe-softmax guard) -> (cast) -> matmul(P, V)
+    p = sm.results[0] if not guard_ops else guard_ops[-1].results[0]
     while True:
         users = p.users
         if len(users) != 1 or len(p.uses) != 1:

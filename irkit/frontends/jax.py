@@ -123,12 +123,14 @@ def _closure_leaves(fn: Any, jax: Any, depth: int = 0) -> list[tuple[str, Any]]:
             seen.append((name, cell.cell_contents))
         except ValueError:  # an empty cell
             continue
+    n_cells = len(seen)
     module_globals = getattr(fn, "__globals__", {})
     seen += [(name, module_globals[name]) for name in code.co_names if name in module_globals]
-    for name, v in seen:
+    for i, (name, v) in enumerate(seen):
         if _is_array(v) or isinstance(v, (dict, list, tuple)):
             out += _pytree_leaves(name, v, jax)
-        elif callable(v) and getattr(v, "__module__", None) == getattr(fn, "__module__", None):
+        elif callable(v) and (i < n_cells or getattr(v, "__module__", None) == getattr(fn, "__module__", None)):
+            # Any function in the closure; of the globals only the module's own (not jnp.* and the like).
             out += _closure_leaves(v, jax, depth + 1)
     return out
 

@@ -51,6 +51,7 @@ from irkit.ir.types import Dim, DType, SymDim, TensorType, dim_add, dim_floordiv
 from irkit.ir.verify import verify
 
 _MAX_INLINE_DEPTH = 64
+_MLIR_BYTECODE = b"ML\xefR"  # the magic number of MLIR bytecode
 _KNOWN_LIMIT = 16  # longest integer vector tracked symbolically (a shape)
 
 
@@ -127,7 +128,9 @@ def _dense_array(ir: Any, attr: Any, t: TensorType) -> np.ndarray:
     try:
         arr = np.array(d)
         if arr.dtype != object:
-            return arr.astype(npdt).reshape(shape)
+            arr = arr.astype(npdt, copy=False).reshape(shape)
+            arr.flags.writeable = False  # ours alone: Dense may keep it without another copy
+            return arr
     except (TypeError, ValueError, RuntimeError):
         pass
     # bf16 (and any type the bindings cannot hand over as a buffer): read MLIR's printed form.
@@ -204,29 +207,37 @@ class _Walker:
                 self.funcs[ir.StringAttr(op.attributes["sym_name"]).value] = op
         self._n_const = 0
         self._n_unknown = 0
+        # MLIR types are uniqued, so (static dims, dtype) is computed once per distinct type.
+        self._type_info: dict[Any, tuple[list[int | None], DType]] = {}
 
     # -- types ------------------------------------------------------------------
     def mlir_type(self, t: Any, dims: Sequence[Dim] | None = None) -> TensorType:
         """The IR type of an MLIR ranked tensor; dynamic dims from ``dims`` or fresh symbols."""
-        ir = self.ir
-        if not isinstance(t, ir.RankedTensorType):
-            raise Unsupported(f"type {t}")
-        rt = ir.RankedTensorType(t)
+        static, dtype = self.type_info(t)
         shape: list[Dim] = []
-        for i in range(rt.rank):
-            if rt.is_dynamic_dim(i):
-                if dims is not None:
-                    shape.append(dims[i])
-                else:
-                    self._n_unknown += 1
-                    shape.append(SymDim.symbol(f"_unknown{self._n_unknown}"))
+        for i, d in enumerate(static):
+            if d is not None:
+                shape.append(d)
+            elif dims is not None:
+                shape.append(dims[i])
             else:
-                shape.append(int(rt.get_dim_size(i)))
-        return TensorType(tuple(shape), ir_dtype_from_mlir(str(rt.element_type)))
+                self._n_unknown += 1
+                shape.append(SymDim.symbol(f"_unknown{self._n_unknown}"))
+        return TensorType(tuple(shape), dtype)
+
+    def type_info(self, t: Any) -> tuple[list[int | None], DType]:
+        """(dims with None where dynamic, element type) of a ranked tensor type."""
+        hit = self._type_info.get(t)
+        if hit is None:
+            if not isinstance(t, self.ir.RankedTensorType):
+                raise Unsupported(f"type {t}")
+            dims = [None if t.is_dynamic_dim(i) else int(t.get_dim_size(i)) for i in range(t.rank)]
+            hit = (dims, ir_dtype_from_mlir(str(t.element_type)))
+            self._type_info[t] = hit
+        return hit
 
     def static_dims(self, t: Any) -> list[int | None]:
-        rt = self.ir.RankedTensorType(t)
-        return [None if rt.is_dynamic_dim(i) else int(rt.get_dim_size(i)) for i in range(rt.rank)]
+        return list(self.type_info(t)[0])
 
     # -- slots --------------------------------------------------------------------
     def value(self, s: _Slot) -> Value:
@@ -327,11 +338,11 @@ class _Walker:
         return _Slot(tt, ir=Value(tt), poisoned=True)
 
     def check(self, mt: Any, s: _Slot, what: str) -> None:
+        """Raise when a translated value disagrees with the MLIR result type (an irkit bug)."""
         if s.items is not None or not isinstance(mt, self.ir.RankedTensorType):
             return
-        want = self.static_dims(mt)
+        want, dt = self.type_info(mt)
         got = s.type
-        dt = ir_dtype_from_mlir(str(self.ir.RankedTensorType(mt).element_type))
         if got.rank != len(want) or got.dtype != dt or any(
                 w is not None and isinstance(g, int) and g != w for g, w in zip(got.shape, want)):
             raise Unsupported(f"{what}: translation gives {got}, the module says {mt} (irkit bug)")
@@ -825,9 +836,17 @@ def supported_ops() -> list[str]:
 # Entry points
 
 
-def _parse_module(ir: Any, jax_mlir: Any, data: str | bytes, source: str) -> tuple[Any, Any]:
+def _parse_module(ir: Any, jax_mlir: Any, data: str | bytes, source: str,
+                  stablehlo: Any = None) -> tuple[Any, Any]:
+    """Parse text or bytecode; a StableHLO portable artifact (VHLO bytecode, what
+    ``Exported.mlir_module_serialized`` holds) is upgraded to StableHLO first."""
     ctx = jax_mlir.make_ir_context()
     with ctx:
+        if isinstance(data, bytes) and stablehlo is not None:
+            try:
+                return ctx, stablehlo.deserialize_portable_artifact(ctx, data)
+            except Exception:  # noqa: BLE001, S110 - not a portable artifact: plain MLIR bytecode
+                pass
         try:
             return ctx, ir.Module.parse(data)
         except ir.MLIRError as e:
@@ -857,11 +876,20 @@ def _read_source(source: Any) -> tuple[str | bytes, str, list[list[Dim]] | None]
                                     and os.path.exists(source)):
         p = Path(source)
         data = p.read_bytes()
-        if data[:4] in (b"ML\xefR",):
+        if data.startswith(_MLIR_BYTECODE):
             return data, str(p), None
         return data.decode("utf-8"), str(p), None
     if isinstance(source, (bytes, bytearray)):
-        return bytes(source), "<bytecode>", None
+        data = bytes(source)
+        if not data.startswith(_MLIR_BYTECODE):
+            # Exported.serialize() (a flatbuffer around the portable artifact)
+            try:
+                import jax
+
+                return _read_source(jax.export.deserialize(bytearray(data)))
+            except Exception:  # noqa: BLE001, S110 - not that either; MLIR says what it is below
+                pass
+        return data, "<bytecode>", None
     if isinstance(source, str):
         return source, "<stablehlo>", None
     raise FrontendError(f"import_stablehlo takes StableHLO text, bytecode, a path, a jax.export.Exported or a "
@@ -953,7 +981,7 @@ def import_stablehlo(source: Any, name: str = "main", *, source_name: str | None
     jax_mlir, ir, stablehlo = _mlir()
     data, src, avals_dims = _read_source(source)
     src = source_name or src
-    ctx, module = _parse_module(ir, jax_mlir, data, src)
+    ctx, module = _parse_module(ir, jax_mlir, data, src, stablehlo)
     with ctx:
         return _import_parsed(ir, stablehlo, module, name, src, avals_dims)
 

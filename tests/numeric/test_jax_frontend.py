@@ -232,6 +232,25 @@ def test_dim_value_op_evaluates_its_dim_under_the_bindings() -> None:
             assert k.dtype == np.int32 and int(k) == ss
 
 
+def test_serialized_exports_and_files(tmp_path: Path) -> None:
+    """A portable artifact, a serialized Exported, MLIR bytecode on disk and a .mlir file all import."""
+    def f(x: Any) -> Any:
+        return jax.nn.softmax(jnp.tanh(x) @ x.T, axis=-1)
+
+    x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    exported = jax.export.export(jax.jit(f))(x)
+    text_file = tmp_path / "f.mlir"
+    text_file.write_text(exported.mlir_module())
+    bytecode_file = tmp_path / "f.mlirbc"
+    bytecode_file.write_bytes(exported.mlir_module_serialized)
+    sources = [exported.mlir_module_serialized, bytes(exported.serialize()), text_file, str(bytecode_file),
+               jax.jit(f).lower(x)]
+    for src in sources:
+        m = import_stablehlo(src)
+        assert m.entry.arg_names() == ["x"]
+        assert_matches(m, f, random_like((x,), 1), f"{type(src).__name__} source")
+
+
 # ---------------------------------------------------------------------------
 # contractions
 
@@ -384,6 +403,22 @@ def test_pytree_arguments_are_named_by_path() -> None:
     assert m.entry.arg_names() == ["params.b", "params.w", "x"]
     out = run(m, [params["b"], params["w"], x])
     np.testing.assert_allclose(out[0], np.asarray(f(params, x)[0]), rtol=1e-5, atol=1e-6)
+
+
+PROJ = np.random.default_rng(7).standard_normal((4, 5)).astype(np.float32)
+
+
+def test_constants_named_from_globals_and_partials() -> None:
+    import functools
+
+    def f(x: Any, table: dict[str, Any]) -> Any:
+        return jnp.tanh(x @ PROJ) + table["bias"]
+
+    bias = np.arange(5, dtype=np.float32) / 5.0
+    g = functools.partial(f, table={"bias": jnp.asarray(bias)})
+    m = import_jax(g, (np.ones((2, 4), np.float32),))
+    names = {op.attrs["value"].resource for op in m.walk() if op.name == "ik.constant"}
+    assert {"PROJ", "bias"} <= names, names
 
 
 def test_locations_point_at_the_users_code() -> None:

@@ -40,6 +40,21 @@
 
 // -----
 
+// The dynamo exporter's key transpose on a [B*H, S, D] view is a transpose of the 4-D key.
+// CHECK-LABEL: "func.func"
+// CHECK: %[[T:.*]] = "ik.transpose"(%k) {perm = array<i64: 0, 1, 3, 2>}
+// CHECK-NOT: "ik.reshape"
+// CHECK: "func.return"(%[[T]])
+"func.func"() ({
+^bb0(%k: tensor<2x4x6x8xf32>):
+  %0 = "ik.reshape"(%k) {shape = array<i64: 8, 6, 8>} : (tensor<2x4x6x8xf32>) -> tensor<8x6x8xf32>
+  %1 = "ik.transpose"(%0) {perm = array<i64: 0, 2, 1>} : (tensor<8x6x8xf32>) -> tensor<8x8x6xf32>
+  %2 = "ik.reshape"(%1) {shape = array<i64: 2, 4, 8, 6>} : (tensor<8x8x6xf32>) -> tensor<2x4x8x6xf32>
+  "func.return"(%2) : (tensor<2x4x8x6xf32>) -> ()
+}) {function_type = (tensor<2x4x6x8xf32>) -> tensor<2x4x8x6xf32>, sym_name = "transpose_flattened"} : () -> ()
+
+// -----
+
 // Q / 2, K * 0.5 before and Kᵀ * 0.5 after its transpose, scores / 2: one factor 1/16 on the scores.
 // CHECK-LABEL: "func.func"
 // CHECK: %[[KT:.*]] = "ik.transpose"(%k)

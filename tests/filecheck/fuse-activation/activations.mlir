@@ -206,7 +206,7 @@
 // CHECK-LABEL: "func.func"
 // CHECK-NOT: "ik.gelu"
 // CHECK: "ik.tanh"
-// EXPLAIN: fuse-activation: 'ik.mul' at unknown location not fused: the expression uses tanh but is not gelu(tanh) (the closest): it differs by {{.*}} (relative) at x={{.*}}; check its constants
+// EXPLAIN: fuse-activation: 'ik.tanh' at unknown location not fused: the expression uses tanh but is not gelu(tanh) (the closest): it differs by {{.*}} (relative) at x={{.*}}; check its constants
 "func.func"() ({
 ^bb0(%x: tensor<4x16xf32>):
   %0 = "ik.constant"() {value = dense<3.0> : tensor<f32>} : () -> tensor<f32>
@@ -231,7 +231,7 @@
 // CHECK-LABEL: "func.func"
 // CHECK-NOT: "ik.gelu"
 // CHECK-NOT: "ik.silu"
-// EXPLAIN: fuse-activation: 'ik.mul' at unknown location not fused: the expression uses sigmoid but is not
+// EXPLAIN: fuse-activation: 'ik.sigmoid' at unknown location not fused: the expression uses sigmoid but is not
 "func.func"() ({
 ^bb0(%x: tensor<4x16xf32>):
   %0 = "ik.constant"() {value = dense<1.702> : tensor<f32>} : () -> tensor<f32>
@@ -246,7 +246,7 @@
 // Negative: the erf is also returned, so the expression cannot disappear into one op.
 // CHECK-LABEL: "func.func"
 // CHECK-NOT: "ik.gelu"
-// EXPLAIN: fuse-activation: 'ik.mul' at unknown location not fused: the gelu(erf) expression's 'ik.erf' has a user outside it ('func.return'
+// EXPLAIN: fuse-activation: 'ik.erf' at unknown location not fused: the gelu(erf) expression's 'ik.erf' has a user outside it ('func.return'
 "func.func"() ({
 ^bb0(%x: tensor<4x16xf32>):
   %0 = "ik.constant"() {value = dense<0.70710677> : tensor<f32>} : () -> tensor<f32>

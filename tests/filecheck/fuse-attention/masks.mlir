@@ -213,3 +213,34 @@
   %6 = "ik.matmul"(%5, %v) : (tensor<2x4x6x6xf32>, tensor<2x4x6x8xf32>) -> tensor<2x4x6x8xf32>
   "func.return"(%6) : (tensor<2x4x6x8xf32>) -> ()
 }) {function_type = (tensor<2x4x6x8xf32>, tensor<2x4x6x8xf32>, tensor<2x4x6x8xf32>, tensor<1x4x6x6xf32>) -> tensor<2x4x6x8xf32>, sym_name = "position_bias"} : () -> ()
+
+// -----
+
+// torch's _safe_softmax guard where(any(scores != -inf), softmax, 0) fuses with the softmax.
+// CHECK-LABEL: "func.func"
+// CHECK: "ik.attention"(%q, %k, %v) {causal = true, scale = 0.125 : f64}
+// CHECK-NOT: "ik.reduce_max"
+"func.func"() ({
+^bb0(%q: tensor<1x2x6x8xf32>, %k: tensor<1x2x6x8xf32>, %v: tensor<1x2x6x8xf32>):
+  %0 = "ik.iota"() {axis = 0 : i64, dtype = i64, shape = array<i64: 6, 6>} : () -> tensor<6x6xi64>
+  %1 = "ik.iota"() {axis = 1 : i64, dtype = i64, shape = array<i64: 6, 6>} : () -> tensor<6x6xi64>
+  %2 = "ik.le"(%1, %0) : (tensor<6x6xi64>, tensor<6x6xi64>) -> tensor<6x6xi1>
+  %3 = "ik.constant"() {value = dense<0.0> : tensor<f32>} : () -> tensor<f32>
+  %4 = "ik.constant"() {value = dense<0xFF800000> : tensor<f32>} : () -> tensor<f32>
+  %5 = "ik.where"(%2, %3, %4) : (tensor<6x6xi1>, tensor<f32>, tensor<f32>) -> tensor<6x6xf32>
+  %6 = "ik.transpose"(%k) {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x2x6x8xf32>) -> tensor<1x2x8x6xf32>
+  %7 = "ik.matmul"(%q, %6) : (tensor<1x2x6x8xf32>, tensor<1x2x8x6xf32>) -> tensor<1x2x6x6xf32>
+  %8 = "ik.constant"() {value = dense<0.125> : tensor<f32>} : () -> tensor<f32>
+  %9 = "ik.mul"(%7, %8) : (tensor<1x2x6x6xf32>, tensor<f32>) -> tensor<1x2x6x6xf32>
+  %10 = "ik.add"(%9, %5) : (tensor<1x2x6x6xf32>, tensor<6x6xf32>) -> tensor<1x2x6x6xf32>
+  %11 = "ik.softmax"(%10) {axis = -1 : i64} : (tensor<1x2x6x6xf32>) -> tensor<1x2x6x6xf32>
+  %12 = "ik.constant"() {value = dense<0xFF800000> : tensor<f32>} : () -> tensor<f32>
+  %13 = "ik.ne"(%10, %12) : (tensor<1x2x6x6xf32>, tensor<f32>) -> tensor<1x2x6x6xi1>
+  %14 = "ik.cast"(%13) {to = i8} : (tensor<1x2x6x6xi1>) -> tensor<1x2x6x6xi8>
+  %15 = "ik.reduce_max"(%14) {axes = array<i64: 3>, keepdims = true} : (tensor<1x2x6x6xi8>) -> tensor<1x2x6x1xi8>
+  %16 = "ik.cast"(%15) {to = i1} : (tensor<1x2x6x1xi8>) -> tensor<1x2x6x1xi1>
+  %17 = "ik.constant"() {value = dense<0.0> : tensor<f32>} : () -> tensor<f32>
+  %18 = "ik.where"(%16, %11, %17) : (tensor<1x2x6x1xi1>, tensor<1x2x6x6xf32>, tensor<f32>) -> tensor<1x2x6x6xf32>
+  %19 = "ik.matmul"(%18, %v) : (tensor<1x2x6x6xf32>, tensor<1x2x6x8xf32>) -> tensor<1x2x6x8xf32>
+  "func.return"(%19) : (tensor<1x2x6x8xf32>) -> ()
+}) {function_type = (tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>) -> tensor<1x2x6x8xf32>, sym_name = "safe_softmax"} : () -> ()
