@@ -171,6 +171,15 @@ def section(source: str, cases: list[Case], pipeline: str) -> list[str]:
                  + f" | {1e3 * tot.median:.1f} | {100 * tot.spread:.0f}% | {1e3 * c.verify:.1f} | "
                  f"{1e3 * tot.median / c.layers:.1f} | {1e6 * tot.median / c.ops_before:.0f} |")
     L.append("")
+    L.append("Per-pass minimum ms over the repeats (the least disturbed sample; small passes' medians on a loaded "
+             "machine include scheduler preemptions of tens of ms).")
+    L.append("")
+    L.append("| layers | " + " | ".join(passes) + " | total ms | total ms / layer |")
+    L.append("|---:|" + "---:|" * len(passes) + "---:|---:|")
+    for c in cases:
+        L.append(f"| {c.layers} | " + " | ".join(f"{1e3 * c.minimum(p):.1f}" for p in passes)
+                 + f" | {1e3 * c.minimum('total'):.1f} | {1e3 * c.minimum('total') / c.layers:.1f} |")
+    L.append("")
     # Linearity: time per layer, a straight-line fit against layers, and the log-log exponent
     # of time against op count (1.0 = linear); the exponent is given on medians and on the
     # minimum of the repeats (the least disturbed sample on a loaded machine).
@@ -182,15 +191,18 @@ def section(source: str, cases: list[Case], pipeline: str) -> list[str]:
              f"ops^{loglog(ops, [c.minimum('total') for c in cases]):.2f} on minimums (1.00 = linear).")
     L.append("")
     big = [c for c in cases if c.layers >= max(xs) // 2]
+    top = cases[-2:] if len(cases) >= 2 else cases
+    span = f"{top[0].layers}→{top[-1].layers}"
     L.append("| pass | ms per layer (slope) | R² | exponent k, medians | exponent k, minimums | "
-             + " | ".join(f"ms/layer at {c.layers}" for c in big) + " |")
-    L.append("|---|---:|---:|---:|---:|" + "---:|" * len(big))
+             f"k {span} layers, minimums | " + " | ".join(f"ms/layer at {c.layers}" for c in big) + " |")
+    L.append("|---|---:|---:|---:|---:|---:|" + "---:|" * len(big))
     for p in passes + ["total"]:
         ys = [c.total.median if p == "total" else c.median(p) for c in cases]
         mins = [c.minimum(p) for c in cases]
         _, pb, pr2 = fit(xs, ys)
         per = [(c.total.median if p == "total" else c.median(p)) / c.layers for c in big]
-        L.append(f"| {p} | {1e3 * pb:.2f} | {pr2:.3f} | {loglog(ops, ys):.2f} | {loglog(ops, mins):.2f} | "
+        k_top = loglog([c.ops_before for c in top], [c.minimum(p) for c in top])
+        L.append(f"| {p} | {1e3 * pb:.2f} | {pr2:.3f} | {loglog(ops, ys):.2f} | {loglog(ops, mins):.2f} | {k_top:.2f} | "
                  + " | ".join(f"{1e3 * v:.1f}" for v in per) + " |")
     L.append("")
     if source == "torch":

@@ -193,10 +193,8 @@ class _Lowerer:
                 bs = next(it) if bias is not None else None
                 val = topi.cast(bs, dt) if bs is not None else None
                 if mk is not None:
-                    ninf = self.tvm.tirx.const(-math.inf, dt)
-                    zero = self.tvm.tirx.const(0.0, dt)
-                    base = val if val is not None else zero
-                    val = topi.where(mk, base, ninf)
+                    base = val if val is not None else topi.full(mk.shape, dt, 0.0)
+                    val = topi.where(mk, base, topi.full_like(base, -math.inf))
                 return val
 
             ins = [self.env[id(x)] for x in (mask, bias) if x is not None]
@@ -350,7 +348,7 @@ class _Lowerer:
                         x, w, list(a.get("strides", (1, 1))), pads, list(a.get("dilations", (1, 1))),
                         a.get("groups", 1), out_dtype=x.dtype)
                 if bias:
-                    y = topi.add(y, topi.reshape(bias[0], (1, -1, 1, 1)))
+                    y = topi.add(y, topi.reshape(bias[0], (1, int(bias[0].shape[0]), 1, 1)))
                 return y
             return [emit(conv, *ins)]
         if name == "attention":
