@@ -61,6 +61,25 @@ def _dynamic_shapes(inputs: Sequence[Any], dynamic: dict[str, int]) -> Any:
 
 def import_source(source: str, format: str | None = None, dynamic: dict[str, int] | None = None,
                   name: str = "main") -> Module:
+    """Import ``source`` (see :func:`_import_source`); a malformed file that trips an
+    unexpected error inside a frontend still gets one line naming the file."""
+    from irkit.errors import IrkitError
+
+    try:
+        return _import_source(source, format, dynamic, name)
+    except (IrkitError, KeyboardInterrupt):
+        raise
+    except (TypeError, ValueError, KeyError, IndexError, NotImplementedError, AttributeError, OSError,
+            RuntimeError, EOFError) as e:
+        # Corrupt inputs reach code paths that assume well-formed protobufs/archives;
+        # the user needs the file and the problem, not a traceback.
+        msg = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
+        raise FrontendError(f"{source}: cannot import ({type(e).__name__}: {msg}); the file looks corrupt or "
+                            "uses a construct irkit does not handle") from None
+
+
+def _import_source(source: str, format: str | None = None, dynamic: dict[str, int] | None = None,
+                   name: str = "main") -> Module:
     """Import ``source``: a ``.pt2``, an ``.onnx``, StableHLO or HLO text, or ``file.py:factory``.
 
     A factory returns ``(torch.nn.Module, example_inputs[, dynamic_shapes])`` or

@@ -608,6 +608,10 @@ _UNARY = {
 def _unary(cx: Emitter, node: Node) -> list[OT | None]:
     x = node.req(0)
     if node.op_type in ("Neg", "Abs", "Relu", "Sign") and foldable(x) and x.dtype.is_int:
+        if x.known.dtype != object:  # plain integers: vectorised
+            np_fn = {"Neg": np.negative, "Abs": np.abs, "Relu": lambda a: np.maximum(a, 0),
+                     "Sign": np.sign}[node.op_type]
+            return [OT.const(np_fn(x.known), x.dtype)]
         fn = {"Neg": lambda a: dim_mul(-1, _to_dim(a)), "Abs": _sym_abs,
               "Relu": lambda a: a if _sym_cmp(a, 0) >= 0 else 0,
               "Sign": lambda a: _sym_cmp(a, 0)}[node.op_type]
@@ -624,14 +628,38 @@ _COMPARE = {"Equal": "ik.eq", "Less": "ik.lt", "LessOrEqual": "ik.le", "Greater"
             "GreaterOrEqual": "ik.ge"}
 
 
+_NUMERIC_BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Max": np.maximum, "Min": np.minimum,
+    "Equal": np.equal, "Less": np.less, "LessOrEqual": np.less_equal, "Greater": np.greater,
+    "GreaterOrEqual": np.greater_equal,
+}
+
+
+def _numeric_binary(op_type: str, a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """Vectorised integer folding when neither side holds a symbolic dim (None: use the slow path)."""
+    if a.dtype == object or b.dtype == object:
+        return None
+    if op_type == "Div":
+        if np.any(b == 0):
+            return None
+        # ONNX integer division truncates toward zero.
+        q = np.abs(a) // np.abs(b)
+        return np.where((a < 0) != (b < 0), -q, q)
+    fn = _NUMERIC_BINARY.get(op_type)
+    return None if fn is None else fn(a, b)
+
+
 def _binary(cx: Emitter, node: Node, op_type: str, a: OT, b: OT) -> OT:
     if op_type == "Pow" and a.dtype != b.dtype:
         b = cx.cast(b, a.dtype)  # ONNX Pow lets the exponent have its own type
     dt = cx.same_dtype(node, a, b)
     if foldable(a, b) and (dt.is_int or dt.is_bool):
+        rdt = DType.bool if op_type in _COMPARE else dt
+        fast = _numeric_binary(op_type, a.known, b.known)
+        if fast is not None:
+            return OT.const(fast, rdt)
         try:
             out = _apply_known(_INT_BINARY[op_type], a.known, b.known)
-            rdt = DType.bool if op_type in _COMPARE else dt
             return OT.const(out, rdt)
         except _NoFold:
             pass

@@ -57,11 +57,24 @@ def torch_outputs(model: Any, xs: list[np.ndarray]) -> list[np.ndarray]:
     return [o.detach().to(torch.float64).numpy() if o.is_floating_point() else o.numpy() for o in outs]
 
 
+def _float_to_int_cast(m: Module) -> bool:
+    return any(op.name == "ik.cast" and op.attrs["to"].is_int and op.operand(0).dtype.is_float
+               for op in m.walk())
+
+
 def check_numerics(m: Module, model: Any, xs: list[np.ndarray], what: str) -> float:
-    """Interpreter (f64) vs torch eager on ``xs``; returns the max abs error."""
-    got = run(m, xs, float64=True)
+    """Interpreter (f64) vs torch eager on ``xs``; returns the max abs error.
+
+    A float -> int cast is a step function: where torch's f32 value sits a hair
+    below an integer and the f64 oracle's a hair above (T5's log-spaced position
+    buckets at length 128), the two legitimately pick different table rows.
+    Only for such graphs, and only if the f64 oracle disagrees, the interpreter
+    in the graph's own dtypes (which rounds like torch) must match instead.
+    """
     want = torch_outputs(model, xs)
-    rep = compare_all(got, want, module_tolerance(m))
+    rep = compare_all(run(m, xs, float64=True), want, module_tolerance(m))
+    if not rep.ok and _float_to_int_cast(m):
+        rep = compare_all(run(m, xs, float64=False), want, module_tolerance(m))
     assert rep.ok, f"{what}: {rep.first_failure().describe()}"
     return rep.max_abs
 
