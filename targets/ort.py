@@ -214,6 +214,9 @@ class _Exporter:
                       owner=op)
         if short == "constant":
             return nd("Identity", [self.const(a["value"].array, "const")], owner=op)
+        if short == "dim_value":
+            value = np.array(eval_dim(a["dim"][0], self.b), op.results[0].dtype.np)
+            return nd("Identity", [self.const(value, "dim")], owner=op)
         if short == "pad":
             return nd("Pad", [ins[0], self.const(np.array(a["pads"], np.int64), "pads"),
                               self.const(np.array(a.get("value", 0.0), op.operand(0).dtype.np), "pad_value")],

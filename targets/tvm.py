@@ -228,6 +228,9 @@ class _Lowerer:
             d = a["value"]
             arr = np.ascontiguousarray(d.array)
             return [self.bb.emit(relax.const(arr, _TVM_DTYPE[d.dtype]))]
+        if name == "dim_value":
+            value = np.array(eval_dim(a["dim"][0], self.b), out_t.dtype.np)  # type: ignore[union-attr]
+            return [self.bb.emit(relax.const(value, _TVM_DTYPE[out_t.dtype]))]  # type: ignore[union-attr]
         if name == "iota":
             shape = self.shape(op.results[0])
             ax = normalize_axis(a.get("axis", 0), len(shape))

@@ -550,16 +550,12 @@ class _Importer:
         self.b.loc = loc
         target = node.target
         key = op_key(target)
-        conv = self.converters.get(key) or self.converters.get(_packet_key(target))
+        conv, twin = self._lookup(target)
         val = node.meta.get("val")
         mutated = None
-        if conv is None:
-            twin = _functional_twin(target)
-            if twin is not None:
-                conv = self.converters.get(op_key(twin)) or self.converters.get(_packet_key(twin))
-                if conv is not None:
-                    mutated = node.args[0] if node.args else None
-                    target = twin
+        if twin is not None:
+            mutated = node.args[0] if node.args else None
+            target = twin
         try:
             if mutated is not None:
                 _check_inplace(node, mutated)
@@ -589,6 +585,25 @@ class _Importer:
         except BuildError as e:
             self.unsupported.add(f"{key} (irkit cannot express it: {e})", loc)
             self.env[node] = FAILED
+
+    def _lookup(self, target: Any) -> tuple[Any, Any]:
+        """(converter, functional twin of an in-place op or None) for an FX target, cached."""
+        try:
+            return _CONV_CACHE[target]
+        except (KeyError, TypeError):
+            pass
+        conv = self.converters.get(op_key(target)) or self.converters.get(_packet_key(target))
+        twin = None
+        if conv is None:
+            t = _functional_twin(target)
+            if t is not None:
+                conv = self.converters.get(op_key(t)) or self.converters.get(_packet_key(t))
+                twin = t if conv is not None else None
+        try:
+            _CONV_CACHE[target] = (conv, twin)
+        except TypeError:
+            pass
+        return conv, twin
 
     def _scalar_from_meta(self, val: Any) -> Any:
         import torch
@@ -733,6 +748,7 @@ def lazy(build: Callable[[], Any]) -> _Lazy:
 
 
 _SCHEMAS: dict[Any, tuple[tuple[str, bool, bool, Any], ...]] = {}
+_CONV_CACHE: dict[Any, tuple[Any, Any]] = {}
 _KEYS: dict[Any, str] = {}
 
 
