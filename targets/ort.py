@@ -82,7 +82,7 @@ class _Exporter:
             t = helper.make_tensor(name, TensorProto.BFLOAT16, a.shape,
                                    a.view(np.uint16).reshape(-1).tolist(), raw=False)
         else:
-            t = numpy_helper.from_array(np.ascontiguousarray(a), name)
+            t = numpy_helper.from_array(np.ascontiguousarray(a).reshape(a.shape), name)
         self.inits.append(t)
         return name
 
