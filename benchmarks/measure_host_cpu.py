@@ -48,6 +48,9 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from irkit.fileio import atomic_write  # noqa: E402
 SPEC_PATH = ROOT / "targets" / "specs" / "host-cpu.toml"
 
 # Flags that tell the vector width, widest first.
@@ -101,6 +104,27 @@ def cpu_mhz_all() -> list[float]:
     except OSError:
         return []
     return [float(line.split(":")[1]) for line in text.splitlines() if line.startswith("cpu MHz")]
+
+
+def microarch(info: dict[str, str], flags: set[str]) -> str:
+    """AMD Zen generation from the CPU family and flags, as LLVM names it (``-mcpu``).
+
+    Family 0x17 is Zen 1/2, 0x19 Zen 3 or Zen 4 (Zen 4 alone has AVX-512), 0x1a Zen 5.
+    Other vendors: empty (the flags below still say what the vector units can do).
+    """
+    if info.get("vendor_id") != "AuthenticAMD":
+        return ""
+    try:
+        family, model = int(info.get("cpu family", "")), int(info.get("model", ""))
+    except ValueError:
+        return ""
+    if family == 0x17:
+        return "znver2" if model >= 0x30 else "znver1"
+    if family == 0x19:
+        return "znver4" if "avx512f" in flags else "znver3"
+    if family == 0x1A:
+        return "znver5"
+    return ""
 
 
 def vector_bits(flags: set[str]) -> int:
@@ -169,12 +193,18 @@ def render(gemm_n: int, copy_bytes: int, repeats: int) -> str:
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     model = info.get("model name", platform.processor() or platform.machine())
     shown = " ".join(f for f in _SHOWN_FLAGS if f in flags)
+    arch = microarch(info, flags)
+    family = f"family {info.get('cpu family', '?')} model {info.get('model', '?')}"
+    load_after = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     gemm_med, copy_med = statistics.median(gemm), statistics.median(copy)
     lines = [
         "# The machine irkit runs on: numbers MEASURED, not from a datasheet.",
         "#",
         "# Produced by:  python benchmarks/measure_host_cpu.py --write",
-        f"# Measured at:  {now} (1-minute load average {load:.2f} on {cores} cores)",
+        (
+            f"# Measured at:  {now} (1-minute load average {load:.2f} before, "
+            f"{load_after:.2f} after, on {cores} cores)"
+        ),
         (
             f"# GEMM: f32 {gemm_n}x{gemm_n} @ {gemm_n}x{gemm_n}, one BLAS thread, {repeats} runs: "
             f"median {gemm_med:.1f} GFLOP/s per CPU-second (min {min(gemm):.1f}, max "
@@ -193,6 +223,7 @@ def render(gemm_n: int, copy_bytes: int, repeats: int) -> str:
         "",
         "[cpu]",
         f'model = "{model}"',
+        f'microarch = "{arch}"  # from /proc/cpuinfo {family} and the flags (LLVM -mcpu name)',
         f"cores = {cores}  # os.sched_getaffinity: cores this process may use",
         f"vector_bits = {vector_bits(flags)}  # widest SIMD among the flags below",
     ]
@@ -227,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     text = render(args.gemm_n, args.copy_mib * 2**20, args.repeats)
     sys.stdout.write(text)
     if args.write:
-        SPEC_PATH.write_text(text)
+        atomic_write(SPEC_PATH, text)
         print(f"wrote {SPEC_PATH.relative_to(ROOT)}", file=sys.stderr)
     return 0
 

@@ -642,6 +642,7 @@ def _parse_cpu(top: _Reader) -> CpuSpec:
         "numpy",
         "blas",
         "flags",
+        "microarch",
     ):
         s.raw(key, False)
     s.finish()
