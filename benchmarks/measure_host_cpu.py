@@ -50,7 +50,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from irkit.fileio import atomic_write  # noqa: E402
+from irkit.fileio import atomic_write
+
 SPEC_PATH = ROOT / "targets" / "specs" / "host-cpu.toml"
 
 # Flags that tell the vector width, widest first.
