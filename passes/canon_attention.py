@@ -43,15 +43,27 @@ constants, evaluating constant cones, causal checks).
 from __future__ import annotations
 
 import math
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
+from typing import ClassVar
 
 import numpy as np
 
 from irkit.ir.core import Dense, Op, Value
-from irkit.ir.ops import OPS, named_operands
+from irkit.ir.ops import OPS
 from irkit.ir.types import DType, SymDim, TensorType, dim_prod, eval_dim, normalize_axis
-from irkit.rewrite import C, Fail, Match, P, Pattern, Rewriter, Rule, V, rule_patterns, splat_constant
-from irkit.rewrite.numeric_check import cone, evaluate, leaves_of, symbols_of
+from irkit.rewrite import (
+    C,
+    Fail,
+    Match,
+    P,
+    Pattern,
+    Rewriter,
+    Rule,
+    V,
+    rule_patterns,
+    splat_constant,
+)
+from irkit.rewrite.numeric_check import cone, evaluate, symbols_of
 
 MASK_FILL_MAX = -1.0e4
 """A fill or additive constant counts as a mask only when it is at most this (or -inf)."""
@@ -159,9 +171,9 @@ def feeds_scores_contraction(v: Value, depth: int = 4) -> bool:
     for u in v.users:
         if u.name in ("ik.matmul", "ik.contract") and is_scores_contraction(u):
             return True
-        if u.name in ("ik.transpose", "ik.reshape", "ik.mul", "ik.div", "ik.cast") and u.results:
-            if feeds_scores_contraction(u.results[0], depth - 1):
-                return True
+        if u.name in ("ik.transpose", "ik.reshape", "ik.mul", "ik.div", "ik.cast") and u.results \
+                and feeds_scores_contraction(u.results[0], depth - 1):
+            return True
     return False
 
 
@@ -249,7 +261,7 @@ def mk(rw: Rewriter, before: Op, name: str, *operands: Value | None, **attrs) ->
     return rw.create(before, name, list(operands), attrs).results[0]
 
 
-def const_scalar(rw: Rewriter, before: Op, value: float | int | bool, dtype: DType) -> Value:
+def const_scalar(rw: Rewriter, before: Op, value: float | bool, dtype: DType) -> Value:
     return rw.create(before, "ik.constant", [], {"value": Dense.splat(value, (), dtype)}).results[0]
 
 
@@ -339,9 +351,11 @@ class BatchReshapeOutOfMatmul(Pattern):
             if r is None:
                 continue
             z = r.operand(0)
-            if z.type.rank >= 4 and tuple(z.type.shape[-2:]) == tuple(v.type.shape[-2:]) \
-                    and dim_prod(z.type.shape[:-2]) == n:
-                return Match(lead=tuple(z.type.shape[:-2]))
+            lead = tuple(z.type.shape[:-2])
+            while len(lead) > 2 and lead[0] == 1:  # unbind's leading 1 (qkv[0]) is not a batch dim
+                lead = lead[1:]
+            if len(lead) >= 2 and tuple(z.type.shape[-2:]) == tuple(v.type.shape[-2:]) and dim_prod(lead) == n:
+                return Match(lead=lead)
         return None
 
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
@@ -743,7 +757,7 @@ class MaskFillOnElse(Pattern):
     roots = ("ik.where",)
 
     def match(self, op: Op) -> Match | None:
-        c, x, y = op.operands
+        _c, x, y = op.operands
         if is_mask_fill(float_splat(x)) and not is_mask_fill(float_splat(y)):
             return Match()
         return None
@@ -759,8 +773,8 @@ class NotCompare(Pattern):
 
     name = "not-compare"
     roots = ("ik.not",)
-    _EXACT = {"ik.eq": "ik.ne", "ik.ne": "ik.eq"}
-    _INT = {"ik.lt": "ik.ge", "ik.ge": "ik.lt", "ik.gt": "ik.le", "ik.le": "ik.gt"}
+    _EXACT: ClassVar[dict[str, str]] = {"ik.eq": "ik.ne", "ik.ne": "ik.eq"}
+    _INT: ClassVar[dict[str, str]] = {"ik.lt": "ik.ge", "ik.ge": "ik.lt", "ik.gt": "ik.le", "ik.le": "ik.gt"}
 
     def match(self, op: Op) -> Match | None:
         p = op.operand(0).producer
@@ -1027,7 +1041,19 @@ def _install() -> None:
 _install()
 
 __all__ = [
-    "MASK_FILL_MAX", "float_splat", "int_splat", "is_mask_fill", "scalar_factor", "same_value", "cone",
-    "evaluate", "keep_pattern", "sample_bindings", "transposed", "reshaped", "mk", "const_scalar",
+    "MASK_FILL_MAX",
     "attention_canonicalization_patterns",
+    "cone",
+    "const_scalar",
+    "evaluate",
+    "float_splat",
+    "int_splat",
+    "is_mask_fill",
+    "keep_pattern",
+    "mk",
+    "reshaped",
+    "same_value",
+    "sample_bindings",
+    "scalar_factor",
+    "transposed",
 ]

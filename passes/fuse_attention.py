@@ -43,26 +43,30 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from irkit.ir.core import Location, Op, Value
-from irkit.ir.types import DType, SymDim, TensorType, broadcast_shapes, dim_prod, eval_dim, normalize_axis
+from irkit.ir.types import (
+    DType,
+    SymDim,
+    broadcast_shapes,
+    dim_prod,
+    eval_dim,
+    normalize_axis,
+)
 from irkit.passes.canon_attention import (
-    cone,
     const_scalar,
-    evaluate,
     float_splat,
     is_float_cast,
     is_mask_fill,
     keep_pattern,
-    leaves_of,
     mk,
     op_is,
     reshaped,
     sample_bindings,
     scalar_factor,
-    symbols_of,
     transposed,
 )
 from irkit.passmanager import Pass, PassContext, register_pass
-from irkit.rewrite import Fail, Match, NearMiss, Pattern, RewriteReport, Rewriter, apply_patterns
+from irkit.rewrite import Fail, Match, NearMiss, Pattern, Rewriter, RewriteReport, apply_patterns
+from irkit.rewrite.numeric_check import cone, evaluate, leaves_of, symbols_of
 
 
 @dataclass
@@ -117,6 +121,9 @@ def _reaches_contraction(v: Value, depth: int = 10) -> bool:
         return False
     if p.name in ("ik.matmul", "ik.contract"):
         return True
+    if p.name == "ik.transpose":
+        q = p.operand(0).producer
+        return q is not None and q.name == "ik.contract"
     if p.name == "ik.where":
         return _reaches_contraction(p.operand(1), depth - 1) or _reaches_contraction(p.operand(2), depth - 1)
     if p.name in _CHAIN:
@@ -288,6 +295,32 @@ def _unrepeat(v: Value, axis: int) -> tuple[Value, int, tuple] | None:
     return z, n, tuple(d for i, d in enumerate(z.type.shape) if i != axis + 1)
 
 
+_FLOAT_ORDER = (DType.bf16, DType.f16, DType.f32, DType.f64)
+
+
+def _common_dtype(values: list[Value]) -> list[Value] | None:
+    """``values`` with float upcasts peeled so they share one element type, or None.
+
+    Half-precision models often upcast Q/K (JAX) or V (torch's ONNX export) to
+    float32 around the attention; ``ik.attention`` computes in float32 inside
+    whatever its operand type, so the narrow sources are its operands.
+    """
+    if len({v.type.dtype for v in values}) == 1:
+        return values if values[0].type.dtype.is_float else None
+    options: list[dict] = []
+    for v in values:
+        opts = {v.type.dtype: v}
+        x = v
+        while x.producer is not None and is_float_cast(x.producer):
+            x = x.producer.operand(0)
+            opts.setdefault(x.type.dtype, x)
+        options.append(opts)
+    for dt in _FLOAT_ORDER:
+        if all(dt in o for o in options):
+            return [o[dt] for o in options]
+    return None
+
+
 def _safe_softmax_guard(sm: Op) -> list[Op] | None:
     """The guard ops around softmax ``sm`` that give a fully masked row zeros, the where last.
 
@@ -369,9 +402,8 @@ def match_attention(sm: Op) -> AttentionMatch | Fail:
         ops.append(op)
         if op.name == "ik.matmul":
             break
-        if op.name == "ik.contract":
-            return Fail("the scores come from an ik.contract that is not a batched matrix product over the "
-                        "head dim", op)
+        if op.name == "ik.contract" or (op.name == "ik.transpose" and op_is(op.operand(0), "ik.contract")):
+            return match_grouped(sm, op, guard_ops, pending, factor, ops)
         if op.name == "ik.cast":
             if not is_float_cast(op):
                 return Fail(f"the scores pass through a cast to {op.attrs['to']}", op)
@@ -493,10 +525,11 @@ def match_attention(sm: Op) -> AttentionMatch | Fail:
         am.v_src, am.v_perm = vp.operand(0), tuple(vp.attrs["perm"])
     else:
         am.v_src, am.v_perm = v, tuple(range(r))
-    if q.type.dtype != kt.type.dtype or q.type.dtype != v.type.dtype:
-        return Fail(f"Q, K and V have element types {q.type.dtype}, {kt.type.dtype}, {v.type.dtype}", pv)
-    if not q.type.dtype.is_float:
-        return Fail(f"attention on {q.type.dtype} is not fused", qk)
+    common = _common_dtype([q, am.k_src, am.v_src])
+    if common is None:
+        return Fail(f"Q, K and V have element types {q.type.dtype}, {kt.type.dtype}, {v.type.dtype} "
+                    "(not one float type, even before upcasts)", pv)
+    q, am.k_src, am.v_src = common
     am.q = q
 
     # -- GQA: un-repeat K and V heads (only together, with the same factor)
@@ -537,6 +570,194 @@ def match_attention(sm: Op) -> AttentionMatch | Fail:
     return am
 
 
+# ---------------------------------------------------------------------------
+# Grouped attention as dot_general: jax.nn.dot_product_attention's spelling
+
+
+@dataclass
+class GroupedMatch:
+    """Attention written with ``ik.contract`` over grouped query heads (``[B, T, K, G, H]``).
+
+    ``jax.nn.dot_product_attention`` reshapes Q to ``[B, T, K, G, H]`` (K key/value
+    heads, G query heads per group), contracts it with K into ``[B, K, T, G, S]``
+    and V back out, with the scores permuted in between.  Each dim is tracked by
+    a label — batch dims ``b0, b1``, query dims ``t`` (second to last in the
+    softmax's space) and ``g``, key ``s`` — so Q, K and V can be laid out as
+    ``ik.attention`` wants (``Hq = K * G`` heads, ``K`` of them for K and V) and
+    the output permuted back to what the P·V contraction produced.
+    """
+
+    base: AttentionMatch
+    q: Value
+    q_order: tuple[int, ...]  # Q dims in order b..., g?, t, d
+    k: Value
+    k_order: tuple[int, ...]  # K dims in order b..., s, d
+    v: Value
+    v_order: tuple[int, ...]  # V dims in order b..., s, dv
+    batch: tuple  # sizes of the batch labels
+    g: object  # size of g (1 when there is none)
+    t: object
+    x_shape: tuple  # the softmax's shape
+    x_to_c: tuple[int, ...]  # inverse of the transpose between the contraction and the softmax
+    c_order: tuple[int, ...]  # contraction dims in order b..., g?, t, s
+    out_order: tuple[int, ...]  # fused [b..., g, t, dv] dims -> P·V result order
+
+
+def _inverse(perm: tuple[int, ...]) -> tuple[int, ...]:
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return tuple(inv)
+
+
+def match_grouped(sm: Op, top: Op, guard_ops: list[Op], pending: list, factor: float,
+                  ops: list[Op]) -> GroupedMatch | Fail:
+    """The attention around ``sm`` whose scores are ``[transpose](contract(Q, K))``."""
+    c = top if top.name == "ik.contract" else top.operand(0).producer
+    assert c is not None
+    perm = tuple(top.attrs["perm"]) if top.name == "ik.transpose" else tuple(range(c.results[0].type.rank))
+    if top is not c:
+        ops.append(c)
+        if len(c.results[0].uses) != 1:
+            return Fail("the scores contraction has another user", c)
+    qg, kg = c.operands
+    lb, rb = tuple(c.attrs.get("lhs_batch", ())), tuple(c.attrs.get("rhs_batch", ()))
+    lc, rc = tuple(c.attrs["lhs_contract"]), tuple(c.attrs["rhs_contract"])
+    if len(lc) != 1 or lc[0] != qg.type.rank - 1 or rc[0] != kg.type.rank - 1:
+        return Fail("the scores contraction does not contract the head dim (the innermost) of Q and K", c)
+    lf = [i for i in range(qg.type.rank) if i not in lb and i not in lc]
+    rf = [i for i in range(kg.type.rank) if i not in rb and i not in rc]
+    if len(rf) != 1 or len(lf) not in (1, 2) or len(lb) not in (1, 2):
+        return Fail(f"a contraction with {len(lb)} batch, {len(lf)} query and {len(rf)} key dims is not "
+                    "attention-shaped", c)
+    nb = len(lb)
+    c_rank = nb + len(lf) + 1
+    if perm[-1] != c_rank - 1:
+        return Fail("the key axis is not last where the softmax runs", top)
+    # Label the contraction's dims: batch i -> i, query dims -> nb + j, key -> c_rank - 1.
+    t_c = perm[-2]
+    if not nb <= t_c < c_rank - 1:
+        return Fail("the dim before the key axis is a batch dim, not a query position", top)
+    g_c = next((d for d in range(nb, c_rank - 1) if d != t_c), None)
+    c_order = tuple(range(nb)) + ((g_c,) if g_c is not None else ()) + (t_c, c_rank - 1)
+    q_of = {nb + j: lf[j] for j in range(len(lf))}
+    q_order = tuple(lb) + ((q_of[g_c],) if g_c is not None else ()) + (q_of[t_c], lc[0])
+    k_order = tuple(rb) + (rf[0], rc[0])
+    # -- up: P -> (guard) -> (cast) -> contract(V, P) or contract(P, V)
+    p = sm.results[0] if not guard_ops else guard_ops[-1].results[0]
+    while True:
+        if len(p.uses) != 1:
+            return Fail(f"the attention probabilities have {len(p.uses)} uses, not one P·V contraction",
+                        p.producer)
+        u = p.users[0]
+        if is_float_cast(u) or u.name == "ik.dropout":
+            ops.append(u)
+            p = u.results[0]
+            continue
+        break
+    if u.name != "ik.contract":
+        return Fail(f"the attention probabilities feed {where(u)}, not a contraction with V", u)
+    d = u
+    ops.append(d)
+    p_is_lhs = d.operand(0) is p
+    v = d.operand(1) if p_is_lhs else d.operand(0)
+    pb, vb = (d.attrs.get("lhs_batch", ()), d.attrs.get("rhs_batch", ()))
+    pc, vc = (d.attrs["lhs_contract"], d.attrs["rhs_contract"])
+    if not p_is_lhs:
+        pb, vb, pc, vc = vb, pb, vc, pc
+    x_rank = p.type.rank
+    if tuple(pc) != (x_rank - 1,) or len(vc) != 1:
+        return Fail("the P·V contraction does not sum over the key axis", d)
+    x_to_c = perm  # x dim i is contraction dim perm[i]
+    label_of_x = {i: x_to_c[i] for i in range(x_rank)}
+    batch_labels = [label_of_x[i] for i in pb]
+    if sorted(batch_labels) != list(range(nb)):
+        return Fail("the P·V contraction's batch dims are not the scores' batch dims", d)
+    v_by_label = {lab: vd for lab, vd in zip(batch_labels, vb)}
+    vf = [i for i in range(v.type.rank) if i not in vb and i not in vc]
+    if len(vf) != 1:
+        return Fail("V has more than one feature dim", d)
+    v_order = tuple(v_by_label[i] for i in range(nb)) + (vc[0], vf[0])
+    pf = [i for i in range(x_rank) if i not in pb and i not in pc]
+    if sorted(label_of_x[i] for i in pf) != sorted(d_ for d_ in c_order[nb:-1]):
+        return Fail("the P·V contraction keeps other dims than the query dims", d)
+    # The P·V result's dims, as labels of the fused [b..., g?, t, dv] tensor.
+    fused_pos = {lab: i for i, lab in enumerate(c_order[:-1])}
+    dv_pos = len(c_order) - 1
+    out_batch = [fused_pos[label_of_x[i]] for i in pb]
+    out_p = [fused_pos[label_of_x[i]] for i in pf]
+    out_labels = out_batch + (out_p + [dv_pos] if p_is_lhs else [dv_pos] + out_p)
+    common = _common_dtype([qg, kg, v])
+    if common is None:
+        return Fail("Q, K and V are not of one float type, even before upcasts", c)
+    qg, kg, v = common
+    qsh = qg.type.shape
+    batch = tuple(qsh[i] for i in lb)
+    g = qsh[q_of[g_c]] if g_c is not None else 1
+    t = qsh[q_of[t_c]]
+    if not math.isfinite(factor) or factor == 0:
+        return Fail(f"the scale {factor:g} is not a finite non-zero number", c)
+    base = AttentionMatch(sm, d, q=qg, k_src=kg, k_perm=(), v_src=v, v_perm=(), rank=x_rank, scale=factor,
+                          causal=False)
+    cl = _Classifier(tuple(p.type.shape), base)
+    for kind, val, f in pending:
+        if kind == "keep":
+            if not val.type.dtype.is_bool:
+                return Fail("the where condition is not boolean", val.producer)
+            cl.keep(val)
+        else:
+            cl.additive(val, f)
+    base.ops = ops
+    return GroupedMatch(base, qg, q_order, kg, k_order, v, v_order, batch, g, t, tuple(sm.operand(0).type.shape),
+                        _inverse(perm), c_order, tuple(out_labels))
+
+
+def rewrite_grouped(rw: Rewriter, gm: GroupedMatch) -> Value:
+    """Build ``ik.attention`` for a :class:`GroupedMatch`; returns the value replacing the P·V result."""
+    am = gm.base
+    pv = am.pv
+    nb = len(gm.batch)
+    bsz = gm.batch[0]
+    hkv = gm.batch[1] if nb == 2 else 1
+    hq = dim_prod([hkv, gm.g])
+    q = reshaped(rw, pv, transposed(rw, pv, gm.q, gm.q_order), (bsz, hq, gm.t, gm.q.type.shape[-1]))
+    k = reshaped(rw, pv, transposed(rw, pv, gm.k, gm.k_order),
+                 (bsz, hkv) + tuple(gm.k.type.shape[i] for i in gm.k_order[nb:]))
+    v = reshaped(rw, pv, transposed(rw, pv, gm.v, gm.v_order),
+                 (bsz, hkv) + tuple(gm.v.type.shape[i] for i in gm.v_order[nb:]))
+
+    def to_fused(val: Value) -> Value:
+        # softmax-space [..] -> contraction space -> [b..., g?, t, s] -> [B, Hq, T, S]
+        full = val if tuple(val.type.shape) == gm.x_shape else mk(rw, pv, "ik.broadcast", val, shape=gm.x_shape)
+        c_space = transposed(rw, pv, full, gm.x_to_c)
+        ordered = transposed(rw, pv, c_space, gm.c_order)
+        return reshaped(rw, pv, ordered, (bsz, hq, gm.t, gm.x_shape[-1]))
+
+    masks = [to_fused(mv) for mv in am.masks]
+    for a in am.mask_eqs:
+        masks.append(to_fused(mk(rw, pv, "ik.eq", a, const_scalar(rw, pv, 0.0, a.type.dtype))))
+    mask = None
+    for mv in masks:
+        mask = mv if mask is None else mk(rw, pv, "ik.and", mask, mv)
+    bias = None
+    for bval, f in am.biases:
+        if f != 1.0:
+            bval = mk(rw, pv, "ik.mul", bval, const_scalar(rw, pv, f, bval.type.dtype))
+        bval = to_fused(bval)
+        bias = bval if bias is None else mk(rw, pv, "ik.add", bias, bval)
+    attrs = {"scale": float(am.scale)}
+    if am.causal:
+        attrs["causal"] = True
+    loc = Location.fuse([o.loc for o in reversed(am.ops)])
+    out = rw.create(pv, "ik.attention", [q, k, v, mask, bias], attrs, loc=loc).results[0]
+    # [B, Hq, T, Dv] -> [b..., g?, t, dv] -> the P·V result's order
+    split = tuple(gm.batch) + ((gm.g,) if len(gm.c_order) == nb + 3 else ()) + (gm.t, out.type.shape[-1])
+    out = transposed(rw, pv, reshaped(rw, pv, out, split), gm.out_order)
+    if out.type.dtype != pv.results[0].type.dtype:
+        out = mk(rw, pv, "ik.cast", out, to=pv.results[0].type.dtype)
+    return out
+
+
 def _bcast_fail(shape: tuple, scores: tuple) -> bool:
     try:
         return broadcast_shapes(shape, scores) != tuple(scores) and len(shape) <= len(scores)
@@ -568,6 +789,16 @@ class FuseAttentionPattern(Pattern):
         return Match(am=am)
 
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
+        if isinstance(m["am"], GroupedMatch):
+            gm: GroupedMatch = m["am"]
+            out = rewrite_grouped(rw, gm)
+            if out.type != gm.base.pv.results[0].type:
+                return
+            rw.replace_op(gm.base.pv, [out])
+            att = next(o for o in _producers(out) if o.name == "ik.attention")
+            for n in gm.base.notes:
+                self.notes.append(FusionNote(self.name, att, n))
+            return
         am: AttentionMatch = m["am"]
         pv = am.pv
         loc = Location.fuse([o.loc for o in reversed(am.ops)])
@@ -602,9 +833,22 @@ class FuseAttentionPattern(Pattern):
         out = rw.create(pv, "ik.attention", [q, k, v, mask, bias], attrs, loc=loc).results[0]
         if r != 4:
             out = mk(rw, pv, "ik.reshape", out, shape=pv.results[0].type.shape)
+        if out.type.dtype != pv.results[0].type.dtype:
+            out = mk(rw, pv, "ik.cast", out, to=pv.results[0].type.dtype)
         rw.replace_op(pv, [out])
         for n in am.notes:
             self.notes.append(FusionNote(self.name, out.producer if r == 4 else out.producer.operand(0).producer, n))
+
+
+def _producers(v: Value, depth: int = 6) -> list[Op]:
+    out = []
+    while v.producer is not None and depth > 0:
+        out.append(v.producer)
+        if not v.producer.operands:
+            break
+        v = v.producer.operand(0)
+        depth -= 1
+    return out
 
 
 def fuse_attention_patterns(notes: list[NearMiss] | None = None) -> list[Pattern]:

@@ -28,8 +28,9 @@ the pattern, the root op and its location.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -37,7 +38,7 @@ from irkit.check import compare, tolerance
 from irkit.errors import NumericsError
 from irkit.ir.core import Graph, Op, Value
 from irkit.ir.ops import OPS, named_operands
-from irkit.ir.types import DType, SymDim, eval_dim
+from irkit.ir.types import DType, eval_dim
 from irkit.rewrite.pattern import Pattern
 
 BACKWARD_DEPTH = 24
@@ -148,7 +149,7 @@ def evaluate(v: Value, bindings: Mapping[str, int], given: Mapping[int, np.ndarr
                 outs = it._op(o, [env[id(x)] for x in o.operands], bindings)
                 for r, y in zip(o.results, outs):
                     env[id(r)] = y
-    except Exception:  # an out-of-range slice at a sample size: not evaluable there
+    except Exception:  # noqa: BLE001 - e.g. an out-of-range slice at a sample size: not evaluable there
         return None
     return env.get(id(v))
 
@@ -418,7 +419,7 @@ class RewriteChecker:
                 trial[vid] = x
             try:
                 trial = _run(context, trial, bindings, taint=False)
-            except Exception:
+            except Exception:  # noqa: BLE001 - any kernel error means: not evaluable here
                 return False  # the checker cannot evaluate this neighbourhood (e.g. sizes it does not admit)
             if all(np.all(np.isfinite(a)) for vid, a in trial.items() if vid in needed and a.dtype.kind == "f"):
                 env = trial
@@ -427,12 +428,12 @@ class RewriteChecker:
             return False
         try:
             before = _run(before_ops, dict(env), bindings, taint=False)
-        except Exception:
+        except Exception:  # noqa: BLE001 - the original subgraph does not run at these sizes
             return False
         try:
             after = _run(after_ops, dict(env), bindings, taint=False)
             tainted = _run(after_ops, dict(env), bindings, taint=True)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - reported as the rewrite's fault
             raise NumericsError(f"--check-rewrites: pattern '{pattern.name}' at {opname} ({loc}) built IR the "
                                 f"interpreter cannot run: {e}") from None
         low = _lowest_float([o for o, _ in before_ops])
@@ -469,4 +470,4 @@ def rewrite_checker(ctx: Any) -> RewriteChecker:
     return RewriteChecker(seed=getattr(ctx, "seed", 0), count=getattr(ctx, "count", None))
 
 
-__all__ = ["RewriteChecker", "rewrite_checker", "cone", "evaluate", "leaves_of", "symbols_of"]
+__all__ = ["RewriteChecker", "cone", "evaluate", "leaves_of", "rewrite_checker", "symbols_of"]

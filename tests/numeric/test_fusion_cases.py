@@ -47,10 +47,7 @@ class Spelling:
         """Combinations the builder can express (GQA needs separate head dims; 3-D has no heads)."""
         if self.layout in ("bmm3d", "native3d") and self.gqa != "none":
             return False
-        if self.layout == "native3d" and self.mask.startswith("padding") or \
-                self.layout == "native3d" and self.mask == "causal+padding":
-            return False
-        return True
+        return not (self.layout == "native3d" and self.mask.startswith("padding") or self.layout == "native3d" and self.mask == "causal+padding")
 
     @property
     def causal(self) -> bool:

@@ -61,12 +61,12 @@ def attention_layers(model: Any) -> int:
     return count
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _out_dir() -> Path:
     return Path(tempfile.mkdtemp(prefix="irkit-fusion-e2e-"))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def imported(name: str, frontend: str) -> tuple[Module, list[np.ndarray], int]:
     """The unfused module, its example inputs, and the model's number of attention layers."""
     entry = _registry().get(name)

@@ -9,7 +9,7 @@ interpreter on several seeds.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import pytest

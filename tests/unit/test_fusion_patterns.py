@@ -17,8 +17,8 @@ from irkit.rewrite.numeric_check import RewriteChecker, cone, evaluate
 
 load_builtin_passes()
 
-from irkit.passes.canon_attention import keep_pattern, same_value  # noqa: E402
-from irkit.passes.fuse_attention import _unrepeat, match_attention  # noqa: E402
+from irkit.passes.canon_attention import keep_pattern, same_value
+from irkit.passes.fuse_attention import _unrepeat, match_attention
 
 
 def T(*shape: object, dt: DType = DType.f32) -> TensorType:
@@ -43,7 +43,7 @@ def _attention(mask: np.ndarray | None = None, fill: float = -1e9, scale: float 
 
 
 def test_keep_pattern_tells_causal_from_other_constants() -> None:
-    f, b = new_function("main", [], [])
+    _f, b = new_function("main", [], [])
     tril = b.constant(np.tril(np.ones((5, 5), dtype=bool)))
     triu = b.constant(np.triu(np.ones((5, 5), dtype=bool)))
     ones = b.constant(np.ones((1, 5), dtype=bool))
@@ -56,7 +56,7 @@ def test_keep_pattern_tells_causal_from_other_constants() -> None:
 
 def test_keep_pattern_checks_symbolic_iota_compare_at_several_sizes() -> None:
     s = SymDim.symbol("S")
-    f, b = new_function("main", [], [])
+    _f, b = new_function("main", [], [])
     row = b.iota(shape=(s, s), axis=0, dtype=DType.i64)
     col = b.iota(shape=(s, s), axis=1, dtype=DType.i64)
     causal = b.le(col, row)

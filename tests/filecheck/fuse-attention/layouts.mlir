@@ -150,3 +150,30 @@
   %10 = "ik.matmul"(%9, %v) : (tensor<2x4x6x6xf16>, tensor<2x4x6x8xf16>) -> tensor<2x4x6x8xf16>
   "func.return"(%10) : (tensor<2x4x6x8xf16>) -> ()
 }) {function_type = (tensor<2x4x6x8xf16>, tensor<2x4x6x8xf16>, tensor<2x4x6x8xf16>) -> tensor<2x4x6x8xf16>, sym_name = "upcast_f16"} : () -> ()
+
+// -----
+
+// jax.nn.dot_product_attention: grouped query heads [B, T, K, G, H] contracted with ik.contract,
+// scores permuted to [G, B, K, T, S]: one GQA attention (4 query heads, 2 key/value heads), causal.
+// CHECK-LABEL: "func.func"
+// CHECK-NOT: "ik.contract"
+// CHECK: %[[O:.*]] = "ik.attention"({{.*}}) {causal = true, scale = 0.3535533{{[0-9]*}} : f64} : (tensor<2x4x6x8xf32>, tensor<2x2x6x8xf32>, tensor<2x2x6x8xf32>)
+// CHECK-NOT: "ik.softmax"
+"func.func"() ({
+^bb0(%q: tensor<2x6x4x8xf32>, %k: tensor<2x6x2x8xf32>, %v: tensor<2x6x2x8xf32>):
+  %0 = "ik.reshape"(%q) {shape = array<i64: 2, 6, 2, 2, 8>} : (tensor<2x6x4x8xf32>) -> tensor<2x6x2x2x8xf32>
+  %1 = "ik.contract"(%0, %k) {lhs_batch = array<i64: 0, 2>, lhs_contract = array<i64: 4>, rhs_batch = array<i64: 0, 2>, rhs_contract = array<i64: 3>} : (tensor<2x6x2x2x8xf32>, tensor<2x6x2x8xf32>) -> tensor<2x2x6x2x6xf32>
+  %2 = "ik.transpose"(%1) {perm = array<i64: 3, 0, 1, 2, 4>} : (tensor<2x2x6x2x6xf32>) -> tensor<2x2x2x6x6xf32>
+  %3 = "ik.constant"() {value = dense<0.35355338> : tensor<f32>} : () -> tensor<f32>
+  %4 = "ik.mul"(%2, %3) : (tensor<2x2x2x6x6xf32>, tensor<f32>) -> tensor<2x2x2x6x6xf32>
+  %5 = "ik.iota"() {axis = 0 : i64, dtype = i32, shape = array<i64: 6, 6>} : () -> tensor<6x6xi32>
+  %6 = "ik.iota"() {axis = 1 : i64, dtype = i32, shape = array<i64: 6, 6>} : () -> tensor<6x6xi32>
+  %7 = "ik.ge"(%5, %6) : (tensor<6x6xi32>, tensor<6x6xi32>) -> tensor<6x6xi1>
+  %8 = "ik.constant"() {value = dense<-2.3819763e+38> : tensor<f32>} : () -> tensor<f32>
+  %9 = "ik.where"(%7, %4, %8) : (tensor<6x6xi1>, tensor<2x2x2x6x6xf32>, tensor<f32>) -> tensor<2x2x2x6x6xf32>
+  %10 = "ik.softmax"(%9) {axis = -1 : i64} : (tensor<2x2x2x6x6xf32>) -> tensor<2x2x2x6x6xf32>
+  %11 = "ik.contract"(%v, %10) {lhs_batch = array<i64: 0, 2>, lhs_contract = array<i64: 1>, rhs_batch = array<i64: 1, 2>, rhs_contract = array<i64: 4>} : (tensor<2x6x2x8xf32>, tensor<2x2x2x6x6xf32>) -> tensor<2x2x8x2x6xf32>
+  %12 = "ik.transpose"(%11) {perm = array<i64: 0, 4, 1, 3, 2>} : (tensor<2x2x8x2x6xf32>) -> tensor<2x6x2x2x8xf32>
+  %13 = "ik.reshape"(%12) {shape = array<i64: 2, 6, 32>} : (tensor<2x6x2x2x8xf32>) -> tensor<2x6x32xf32>
+  "func.return"(%13) : (tensor<2x6x32xf32>) -> ()
+}) {function_type = (tensor<2x6x4x8xf32>, tensor<2x6x2x8xf32>, tensor<2x6x2x8xf32>) -> tensor<2x6x32xf32>, sym_name = "jax_dot_product_attention"} : () -> ()
