@@ -132,7 +132,12 @@ def main(argv: list[str] | None = None) -> int:
             rows.append((name, exporter, str(n_nodes), _fmt(t_ir), _fmt(t_tvm) if t_tvm else tvm_note, ratio,
                          _fmt(t_dyn), tvm_dyn))
 
-    cmd = "python benchmarks/import_onnx.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    shown = list(argv if argv is not None else sys.argv[1:])
+    for flag in ("--cache", "--out"):  # machine-local paths do not belong in the report
+        while flag in shown and shown.index(flag) + 1 < len(shown):
+            i = shown.index(flag)
+            del shown[i:i + 2]
+    cmd = "python benchmarks/import_onnx.py " + " ".join(shown)
     head = ("| model | exporter | ONNX nodes | irkit ms, static (min–max) | TVM ms, static (min–max) "
             "| TVM / irkit | irkit ms, dynamic B,S | TVM on dynamic B,S |")
     lines = [

@@ -139,9 +139,12 @@ def main(argv: list[str] | None = None) -> int:
             + f"{r['export']:.1f} | " + (f"{r['decompose']:.1f} |" if "decompose" in r else "— |"))
     ratios = [r["plain"]["tvm"] / r["plain"]["irkit"] for r in rows if r["plain"].get("tvm")]
     ratios += [r["core"]["tvm"] / r["core"]["irkit"] for r in rows if r.get("core", {}).get("tvm")]
+    graphs = [r[k] for r in rows for k in ("plain", "core") if k in r]
+    tvm_ok = sum(1 for g in graphs if g.get("tvm") is not None)
+    lines += ["", f"Graphs imported: irkit {len(graphs)}/{len(graphs)}, TVM {tvm_ok}/{len(graphs)}."]
     if ratios:
         gm = statistics.geometric_mean(ratios)
-        lines += ["", f"Geometric mean of TVM/irkit over {len(ratios)} graphs: {gm:.2f}x."]
+        lines += [f"Geometric mean of TVM/irkit over the {len(ratios)} graphs both import: {gm:.2f}x."]
     text = "\n".join(lines) + "\n"
     print(text)
     out = Path(args.output)

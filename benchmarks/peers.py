@@ -61,6 +61,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 if "--cold-compile" in __import__("sys").argv:
     # A fresh inductor cache: torch.compile's time is a cold compile, not a cache hit.
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = __import__("tempfile").mkdtemp(prefix="irkit-peers-inductor-")
+    __import__("atexit").register(__import__("shutil").rmtree, os.environ["TORCHINDUCTOR_CACHE_DIR"], True)
 os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
                            + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1").strip()
@@ -390,7 +391,7 @@ def build_tvm(model: Any, inputs: tuple[Any, ...], np_inputs: list[np.ndarray], 
             return main(*args)
 
         e.fn = fn
-    except BaseException as ex:  # noqa: BLE001
+    except BaseException as ex:  # noqa: BLE001 - any compiler failure is a table entry
         if isinstance(ex, KeyboardInterrupt):
             raise
         traceback.print_exc()
@@ -437,14 +438,14 @@ def irkit_targets() -> list[str]:
 
     load_targets()
     names = ["ort", "xla-cpu"]
-    try:
+    if "tvm-llvm" in TARGETS:  # registered only once its module exists
         from irkit.targets.registry import get_target
 
-        t = get_target("tvm-llvm")
-        if t.availability().can_run:
-            names.append("tvm-llvm")
-    except Exception:  # noqa: BLE001 - not registered (yet)
-        pass
+        try:
+            if get_target("tvm-llvm").availability().can_run:
+                names.append("tvm-llvm")
+        except Exception as ex:  # noqa: BLE001
+            print(f"tvm-llvm is registered but unusable here: {first_line(ex)}", file=sys.stderr)
     return [n for n in names if n in TARGETS]
 
 
@@ -461,8 +462,8 @@ def build_irkit(model: Any, full_inputs: tuple[Any, ...], dyn: Any, np_inputs: l
     """Import once, run each pipeline, lower on each target; return engines and import facts."""
     from irkit.check import compare_all, module_tolerance
     from irkit.frontends.torch_export import import_torch_factory
-    from irkit.interp import run as interp_run
     from irkit.interp import bind_symbols
+    from irkit.interp import run as interp_run
     from irkit.passmanager import PassManager
     from irkit.targets.registry import get_target
 
@@ -547,24 +548,41 @@ def build_irkit(model: Any, full_inputs: tuple[Any, ...], dyn: Any, np_inputs: l
 
 def time_interleaved(engines: list[Engine], warmup: int, repeats: int, max_seconds: float,
                      min_repeats: int = 5) -> None:
-    """Warm up every engine, then rounds of one call each in a rotating order."""
+    """Warm up every engine, then rounds of one call each in a rotating order.
+
+    An engine whose call takes longer than ``max_seconds / (4 * min_repeats)`` (an untuned
+    compiler at seconds per call) is "slow": one warm-up, and only ``min_repeats`` rounds,
+    so it cannot eat the time budget of the others; ``max_seconds`` counts only the time of
+    the other engines, which keep going until ``repeats`` rounds or the budget.
+    """
     live = [e for e in engines if e.fn is not None and e.error is None]
+    slow_call = max_seconds / (4 * min_repeats)
+    slow: set[str] = set()
     for e in list(live):
         try:
-            for _ in range(warmup):
+            for i in range(warmup):
+                t0 = time.perf_counter()
                 e.fn()  # type: ignore[misc]
+                if time.perf_counter() - t0 > slow_call:
+                    slow.add(e.name)
+                    break
         except Exception as ex:  # noqa: BLE001
             traceback.print_exc()
             e.error = f"run: {first_line(ex)}"
             live.remove(e)
-    start = time.perf_counter()
+    fast_time = 0.0
     for r in range(repeats):
         k = r % max(len(live), 1)
         for e in live[k:] + live[:k]:
+            if e.name in slow and len(e.samples) >= min_repeats:
+                continue
             t0 = time.perf_counter()
             e.fn()  # type: ignore[misc]
-            e.samples.append(time.perf_counter() - t0)
-        if r + 1 >= min_repeats and time.perf_counter() - start > max_seconds:
+            dt = time.perf_counter() - t0
+            e.samples.append(dt)
+            if e.name not in slow:
+                fast_time += dt
+        if r + 1 >= min_repeats and fast_time > max_seconds:
             break
 
 
@@ -680,7 +698,9 @@ def report(results: list[ModelResult], args: argparse.Namespace, command: str, v
              + f"; irkit targets run: {', '.join(targets)}"
              + ("" if "tvm-llvm" in targets else " (`tvm-llvm` was not registered when this ran)") + ".")
     L.append(f"Batch 1, each model's own sequence length (row 0 of its example inputs). Warm-up {args.warmup}, "
-             f"up to {args.repeats} interleaved rounds (fewer if a model's rounds exceed {args.max_seconds:.0f} s). "
+             f"up to {args.repeats} interleaved rounds (fewer once the model's fast engines have run "
+             f"{args.max_seconds:.0f} s; an engine slower than {args.max_seconds / 20:.2f} s a call gets one warm-up and "
+             "5 rounds). "
              "Median latency in ms; spread = inter-quartile range / median. "
              "`vs eager` = median / torch eager median (lower is faster); `vs best peer` = median / the "
              "fastest non-irkit engine's median for that model.")
@@ -694,7 +714,7 @@ def report(results: list[ModelResult], args: argparse.Namespace, command: str, v
         eager = next((e for e in r.engines if e.name == "torch-eager"), None)
         em = eager.timing.median if eager and eager.timing else None
         peers = [e for e in r.engines if e.kind == "peer" and e.timing]
-        irk = [e for e in r.engines if e.kind == "irkit" and e.timing and "MISMATCH" not in e.check]
+        irk = [e for e in r.engines if e.kind == "irkit" and e.timing]
         bp = min(peers, key=lambda e: e.timing.median) if peers else None
         bi = min(irk, key=lambda e: e.timing.median) if irk else None
         L.append(f"| {r.name} | {r.shapes} | {fmt_ms(em)} | {bp.name if bp else '—'} | "
@@ -702,7 +722,7 @@ def report(results: list[ModelResult], args: argparse.Namespace, command: str, v
                  f"{fmt_ms(bi.timing.median if bi else None)} | "
                  f"{fmt_ratio(bi.timing.median / em if bi and em else None)} | "
                  f"{fmt_ratio(bi.timing.median / bp.timing.median if bi and bp else None)} | "
-                 f"{bi.check if bi else '—'} |")
+                 f"{(bi.check + (f'; max abs diff vs torch eager {bi.diff:.1e}' if bi.diff is not None else '')) if bi else '—'} |")
     L.append("")
     L.append("## Latency")
     L.append("")
@@ -753,6 +773,17 @@ def report(results: list[ModelResult], args: argparse.Namespace, command: str, v
             else:
                 extra = "; ".join([e.compile_note] + ([e.check] if e.kind == "peer" and e.check else []) + e.notes)
                 L.append(f"| {r.name} | {e.name} | {e.compile_s:.1f} | {extra} |")
+    suspects = [(r.name, e) for r in results for e in r.engines
+                if e.kind == "irkit" and "MISMATCH" in e.check and e.diff is not None and e.diff < 1e-3]
+    if suspects:
+        L.append("")
+        L.append("## Oracle disagreements where the output matches torch")
+        L.append("")
+        for name, e in suspects:
+            L.append(f"- {name} / {e.name}: {e.check}, yet its output is within {e.diff:.1e} of torch eager (float32). "
+                     "The float64 interpreter disagrees with torch, not only with this target: suspect the oracle "
+                     "(float64 evaluation of a float32 program, e.g. a float-to-int cast fed by float math), not "
+                     "the pipeline or the target.")
     failures = [(r.name, e) for r in results for e in r.engines if e.error]
     L.append("")
     L.append("## Failures")
@@ -772,7 +803,7 @@ def main() -> int:
                     help="comma list of registry names (gpt2_tiny, llama_small_sdpa...) or families (gpt2, llama, "
                          "t5, vit, bert); default: the four families, tiny and small")
     ap.add_argument("--quick", action="store_true", help="tiny models only")
-    ap.add_argument("--repeats", type=int, default=None, help="interleaved timing rounds (default 30, quick 20)")
+    ap.add_argument("--repeats", type=int, default=None, help="interleaved timing rounds (default 50, quick 30)")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--max-seconds", type=float, default=None,
                     help="stop a model's timing rounds after this long (default 25, quick 10)")
@@ -789,7 +820,7 @@ def main() -> int:
     args = ap.parse_args()
     args.skip = [s.strip() for s in args.skip.split(",") if s.strip()]
     if args.repeats is None:
-        args.repeats = 20 if args.quick else 30
+        args.repeats = 30 if args.quick else 50
     if args.max_seconds is None:
         args.max_seconds = 10.0 if args.quick else 25.0
 

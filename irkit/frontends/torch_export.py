@@ -956,17 +956,11 @@ class Cx:
         raise Unsupported(f"expected a tensor or number, got {type(x).__name__}")
 
     def dim_tensor(self, d: Dim) -> Value:
-        """A rank-0 i64 tensor holding the value of dim ``d`` (symbolic dims too).
-
-        The IR has no op reading a symbol's value, but a sum of ones over a
-        tensor of that extent is exactly it, and it folds away once the dim is
-        static.
-        """
+        """A rank-0 i64 tensor holding the value of dim ``d`` (symbolic dims too):
+        a constant when static, else ``ik.dim_value``."""
         if isinstance(d, int):
             return self.b.scalar(d, DType.i64)
-        one = self.b.scalar(1, DType.i64)
-        ones = self.b.broadcast(one, shape=(d,))
-        return self.b.reduce_sum(ones, axes=(0,), keepdims=False)
+        return self.b.dim_value(dim=(d,), dtype=DType.i64)
 
     def reshape(self, v: Value, shape: Sequence[Dim]) -> Value:
         shape = tuple(shape)

@@ -357,6 +357,8 @@ def test_shape_ops_with_symbolic_dims() -> None:
     m = _import(model, (x, ids), ({0: bd, 1: sd}, {0: bd, 1: sd}))
     assert [str(t) for t in m.entry.arg_types] == ['tensor<?x?x8xf32, ["B", "S"]>',
                                                    'tensor<?x?xi64, ["B", "S"]>']
+    # x.shape[1] as a value reads the symbol S at run time.
+    assert "ik.dim_value" in op_counts(m)
     check_numerics(m, model, [x.numpy(), ids.numpy()], "example")
     for b, s in ((3, 9), (1, 4)):
         xs = random_inputs(m.entry, seed=b, bindings={"B": b, "S": s})
