@@ -66,10 +66,47 @@ def load_plugins(args: argparse.Namespace) -> None:
         load_pass_plugin(f)
 
 
+IMPORTED_SUFFIXES = (".onnx", ".pt2", ".hlo")
+INPUT_HELP = ("irkit IR (.mlir; - for stdin), or a model to import first: FILE.py:FACTORY, .onnx, .pt2, "
+              "StableHLO or HLO text")
+
+
 def read_input_module(path: str) -> Any:
+    """The module in ``path``: irkit IR text, or anything ``irkit import`` reads.
+
+    Every command takes a model where it takes IR: ``FILE.py:FACTORY``, ``.onnx``,
+    ``.pt2``, HLO text and StableHLO text are imported on the fly (the same as
+    ``irkit import IN -o x.mlir`` and then the command on ``x.mlir``).
+    """
     from irkit.text.io import read_module
 
+    if _is_foreign(path):
+        from irkit.frontends import import_source
+
+        return import_source(path)
     return read_module(path)
+
+
+def _is_foreign(path: str) -> bool:
+    """Whether ``path`` names a model for a frontend rather than irkit IR text."""
+    from pathlib import Path
+
+    if ":" in path and path.rsplit(":", 1)[0].endswith(".py"):
+        return True
+    p = Path(path)
+    if p.suffix.lower() in IMPORTED_SUFFIXES:
+        return True
+    if not p.is_file():
+        return False  # read_module reports it
+    try:
+        with p.open("rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    if head.startswith(b"PK"):
+        return True  # a torch.export archive whatever its name
+    text = head.decode("utf-8", errors="replace")
+    return "HloModule" in text or ("stablehlo." in text and '"ik.' not in text)
 
 
 def write_output_module(m: Any, path: str) -> None:
@@ -140,7 +177,7 @@ def describe_array(a: np.ndarray) -> str:
 
 
 def _opt_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("input", help="IR file (.mlir), or - for stdin")
+    p.add_argument("input", help=INPUT_HELP)
     add_pipeline_args(p)
     p.add_argument("-o", "--output", default="-", help="output file (default: stdout)")
     p.add_argument("--split-input-file", action="store_true", help="process each '// -----' chunk on its own")
@@ -232,7 +269,7 @@ def cmd_opt(args: argparse.Namespace) -> int:
 
 
 def _run_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("input", help="IR file (.mlir), or - for stdin")
+    p.add_argument("input", help=INPUT_HELP)
     add_pipeline_args(p)
     p.add_argument("--target", default="reference", help="where to run (see `irkit list-targets`)")
     p.add_argument("--inputs", help=".npz with inputs keyed by argument name or arg0, arg1...")

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from irkit.cli import add_pipeline_args, args_for, command, load_plugins, read_input_module
+from irkit.cli import INPUT_HELP, add_pipeline_args, args_for, command, load_plugins, read_input_module
 from irkit.errors import InputError
 
 
@@ -43,7 +43,7 @@ def _symbols(m: Any) -> set[str]:
 
 
 def _bench_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("input", help="IR file (.mlir)")
+    p.add_argument("input", help=INPUT_HELP)
     add_pipeline_args(p)
     p.add_argument("--targets", required=True)
     p.add_argument("--batch", default="", help="values of the batch symbol B, e.g. 1,8")
@@ -75,6 +75,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from irkit.targets.hwspec import load_spec
     from irkit.targets.registry import get_target
 
+    targets = [get_target(t.strip()) for t in args.targets.split(",") if t.strip()]  # before a slow import
     m = _prepare(args)
     fn = m.entry
     syms = _symbols(m)
@@ -87,7 +88,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
     base = default_bindings(fn, extra)
     shapes = [(b, s) for b in (batches or [base.get("B", 1)]) for s in (seqs or [base.get("S", 0)])]
     prices = parse_prices(args.price)
-    targets = [get_target(t.strip()) for t in args.targets.split(",") if t.strip()]
     rows: list[BenchRow] = []
     points: list[KernelPoint] = []
     peaks: dict[str, tuple[float, float]] = {}
@@ -160,11 +160,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
     for r in rows:
         def f(x: float | None, k: float = 1.0, fmt: str = ".3g") -> str:
             return "-" if x is None else format(x * k, fmt)
-        tab.add_row(r.target, str(r.batch), str(r.seq), "measured" if r.measured else "estimated",
+        kind = "measured" if r.measured else ("estimated" if r.latency_median else "failed" if r.status != "ok"
+                                              else "no estimate")
+        tab.add_row(r.target, str(r.batch), str(r.seq), kind,
                     f(r.compile_seconds), f(r.latency_median, 1e3), f(r.latency_p90, 1e3), f(r.latency_p99, 1e3),
                     f(r.spread, 100, ".0f"), f(r.throughput), f(r.achieved_flops, 1e-9),
                     f(r.roofline_fraction, 100, ".1f"), f(r.cost_per_million, 1, ".4g"))
     Console(width=None if sys.stdout.isatty() else 200).print(tab)
+    for r in rows:
+        if r.status != "ok" or not r.latency_median:
+            print(f"{r.target} B={r.batch} S={r.seq}: {r.status}: {r.note or 'no hardware description to estimate from'}")
     be = break_even(rows)
     for e in be:
         print(f"B={e['batch']} S={e['seq']}: {e['faster']} compiles slower than {e['slower']} but wins after "
@@ -183,7 +188,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _compare_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("input", help="IR file (.mlir)")
+    p.add_argument("input", help=INPUT_HELP)
     add_pipeline_args(p)
     p.add_argument("--targets", required=True)
     p.add_argument("--bind", help="values of symbolic dims, e.g. B=1,S=128")
@@ -258,12 +263,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from irkit.targets.registry import get_target
     from irkit.text.printer import Printer
 
+    targets = [get_target(t.strip()) for t in args.targets.split(",") if t.strip()]  # before a slow import
     m = _prepare(args)
     b = default_bindings(m.entry, parse_bindings(args.bind))
     xs = random_inputs(m.entry, args.seed, b)
     ids = op_ids(m)
     heavy = [op for op in m.entry.body if op.name in _HEAVY]
-    targets = [get_target(t.strip()) for t in args.targets.split(",") if t.strip()]
     per_target: dict[str, dict[str, Any]] = {}
     root = Path(args.artifacts)
     for t in targets:
@@ -326,7 +331,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _show_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("input", help="IR file (.mlir)")
+    p.add_argument("input", help=INPUT_HELP)
     add_pipeline_args(p)
     p.add_argument("-o", "--output", default="graph.svg", help="graph.svg, graph.png or graph.dot")
     p.add_argument("--max-ops", type=int, default=400, help="refuse to draw larger graphs (they are unreadable)")

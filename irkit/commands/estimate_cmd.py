@@ -6,12 +6,12 @@ import argparse
 import json
 import sys
 
-from irkit.cli import add_pipeline_args, args_for, command, load_plugins, read_input_module
+from irkit.cli import INPUT_HELP, add_pipeline_args, args_for, command, load_plugins, read_input_module
 from irkit.errors import InputError
 
 
 def _args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("input", help="IR file (.mlir), or - for stdin")
+    p.add_argument("input", help=INPUT_HELP)
     add_pipeline_args(p)
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--target", help="a hardware description name (tpu-v5e, h100, ...) or a target name")

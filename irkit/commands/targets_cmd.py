@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from irkit.cli import add_pipeline_args, args_for, command, load_inputs, load_plugins, read_input_module
+from irkit.cli import INPUT_HELP, add_pipeline_args, args_for, command, load_inputs, load_plugins, read_input_module
 from irkit.errors import InputError
 
 
@@ -41,7 +41,7 @@ def _prepare(args: argparse.Namespace) -> Any:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("input", help="IR file (.mlir), or - for stdin")
+    p.add_argument("input", help=INPUT_HELP)
     add_pipeline_args(p)
     p.add_argument("--bind", help="values of symbolic dims, e.g. B=1,S=128 (default: the module's examples)")
 
@@ -80,8 +80,8 @@ def cmd_lower(args: argparse.Namespace) -> int:
     from irkit.targets.registry import get_target
     from irkit.text.printer import Printer
 
+    t = get_target(args.target)  # before a slow import
     _, m = _prepare(args)
-    t = get_target(args.target)
     b = default_bindings(m.entry, parse_bindings(args.bind))
     art = t.lower(m, b)
     d = art.write(args.output)
@@ -142,9 +142,13 @@ def check_targets(original: Any, m: Any, targets: list[str], xs: list[np.ndarray
 @command("check", "compare each target's outputs with the float64 interpreter")
 @args_for(_check_args)
 def cmd_check(args: argparse.Namespace) -> int:
+    from irkit.targets.registry import get_target
+
+    names = [t.strip() for t in args.targets.split(",") if t.strip()]
+    for name in names:
+        get_target(name)  # an unknown name fails before a slow import
     original, m = _prepare(args)
     xs = load_inputs(args.inputs, m.entry, args.seed)
-    names = [t.strip() for t in args.targets.split(",") if t.strip()]
     report = check_targets(original, m, names, xs)
     if args.json:
         print(json.dumps({"targets": report}, indent=2, default=float))
@@ -265,11 +269,11 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     from irkit.targets.registry import get_target
 
     load_plugins(args)
-    m = read_input_module(args.input)
-    verify(m)
     t = get_target(args.target)
     if not t.availability().can_run:
         raise InputError(f"bisect needs a target that runs here; '{t.name}': {t.availability().reason}")
+    m = read_input_module(args.input)
+    verify(m)
     xs = load_inputs(args.inputs, m.entry, args.seed)
     oracle = run(m, xs, float64=True)
     passes = parse_pipeline(args.pipeline)

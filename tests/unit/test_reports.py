@@ -84,3 +84,47 @@ def test_show(block: Path, tmp_path: Path, suffix: str) -> None:
         assert data[:4] == b"\x89PNG"
     else:
         assert b"<svg" in data
+
+
+# -- every example model, straight from its factory (commands import any model `irkit import` reads)
+
+from examples.models.registry import MODELS  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+FUSE = "canonicalize,fuse-attention,fuse-norm,fuse-activation,fuse-elementwise,cse,dce"
+
+
+def _example_params() -> list:
+    tiny = [m for m in MODELS if m.size == "tiny"]
+    return [pytest.param(m, id=m.name, marks=() if m.name == "gpt2_tiny" else pytest.mark.slow) for m in tiny]
+
+
+@pytest.mark.parametrize("model", _example_params())
+def test_bench_compare_show_on_example(model, tmp_path: Path, capsys) -> None:
+    spec = str(ROOT / model.spec)
+    js = tmp_path / "b.json"
+    assert main(["bench", spec, "-p", FUSE, "--targets", "reference,ort,xla-tpu-v5e", "--repeats", "3",
+                 "--warmup", "1", "--json", str(js), "--plot", str(tmp_path / "plots")]) == 0
+    rows = json.loads(js.read_text())["rows"]
+    assert {r["target"]: r["status"] for r in rows} == {"reference": "ok", "ort": "ok", "xla-tpu-v5e": "ok"}
+    assert all(r["latency_median"] and r["latency_median"] > 0 for r in rows)
+    assert (tmp_path / "plots" / "roofline.png").read_bytes()[:4] == b"\x89PNG"
+    md = tmp_path / "cmp.md"
+    assert main(["compare", spec, "-p", FUSE, "--targets", "reference,ort,xla-tpu-v5e", "--artifacts",
+                 str(tmp_path / "art"), "--markdown", str(md)]) == 0
+    text = md.read_text()
+    assert "ik.attention" in text and "measured" in text and "estimated" in text
+    png = tmp_path / "g.png"
+    assert main(["show", spec, "-p", FUSE, "-o", str(png)]) == 0
+    assert png.read_bytes()[:4] == b"\x89PNG" and png.stat().st_size > 5000
+    capsys.readouterr()
+
+
+def test_unknown_target_fails_before_the_import(capsys) -> None:
+    import time
+
+    t0 = time.perf_counter()
+    assert main(["bench", str(ROOT / "examples/models/gpt2.py:gpt2_tiny"), "--targets", "reference,tpu-v9"]) == 1
+    err = capsys.readouterr().err
+    assert "unknown target 'tpu-v9'" in err and err.count("\n") == 1
+    assert time.perf_counter() - t0 < 5  # the model was never exported
