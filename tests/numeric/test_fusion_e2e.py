@@ -1,17 +1,21 @@
 """End to end: every example model, from every frontend, fuses every attention layer and keeps its numbers.
 
-For each tiny model of ``examples/models/registry.py`` and each way into irkit —
-torch.export (as exported, and after ``run_decompositions()``), ONNX from both
-torch exporters (TorchScript and dynamo), and JAX (jaxpr and StableHLO) — the
-pipeline ``canonicalize,fuse-attention,fuse-norm,fuse-activation,cse,dce`` runs
-with every rewrite checked numerically; then the number of ``ik.attention`` ops
-must equal the number of attention layers of the torch model, and the fused
-module must give the unfused module's numbers on the model's own example inputs
-(whose masks never mask a whole row).
+For each model of ``examples/models/registry.py`` (eager and SDPA variants,
+float32 and half precision) and each way into irkit — torch.export (as
+exported, and after ``run_decompositions()``), ONNX from both torch exporters
+(TorchScript and dynamo), and JAX (jaxpr and StableHLO) — the pipeline
+``canonicalize,fuse-attention,fuse-norm,fuse-activation,cse,dce`` runs with
+every rewrite checked numerically; then the number of ``ik.attention`` ops
+must equal the number of attention layers of the torch model (each fused
+exactly once, no softmax left), and the fused module must give the unfused
+module's float64 numbers on the model's own example inputs (whose masks never
+mask a whole row) under the tolerance of the module's dtype.
 
 Importing is the slow part (torch.export and the dynamo ONNX exporter take
-tens of seconds per model), so one representative pair runs by default and
-the full matrix runs with ``IRKIT_SLOW=1``.
+seconds to tens of seconds per model), so every run covers each tiny model
+through the cheap frontends (TorchScript ONNX, StableHLO) plus a few pairs
+that reach every frontend and family; the full matrix, and the small models,
+run with ``IRKIT_SLOW=1``.
 """
 
 from __future__ import annotations
@@ -31,8 +35,11 @@ from irkit.passmanager import PassContext, PassManager
 
 PIPELINE = "canonicalize,fuse-attention,fuse-norm,fuse-activation,cse,dce"
 FRONTENDS = ("torch", "torch-core", "onnx-torchscript", "onnx-dynamo", "jax", "stablehlo")
-DEFAULT = {("gpt2_tiny", "jax"), ("llama_tiny", "torch")}
-"""Pairs that run in every test run; the rest are marked slow."""
+CHEAP = ("onnx-torchscript", "stablehlo")
+"""Frontends that import a tiny model in about a second: every tiny model runs through them."""
+DEFAULT = {("gpt2_tiny", "jax"), ("llama_tiny", "torch"), ("vit_tiny_sdpa", "torch-core"),
+           ("t5_tiny", "onnx-dynamo"), ("llama_tiny_bf16_sdpa", "jax"), ("bert_tiny_sdpa", "torch")}
+"""Pairs besides the cheap frontends that run in every test run; the rest are marked slow."""
 
 
 def _registry() -> Any:
@@ -42,9 +49,10 @@ def _registry() -> Any:
     return pytest.importorskip("examples.models.registry")
 
 
-def _tiny_models() -> list[str]:
+def _models() -> list[tuple[str, str]]:
+    """(name, size) of every example model."""
     try:
-        return _registry().names(size="tiny")
+        return [(m.name, m.size) for m in _registry().MODELS]
     except Exception:  # noqa: BLE001 - no registry: nothing to parametrize over
         return []
 
@@ -102,9 +110,10 @@ def imported(name: str, frontend: str) -> tuple[Module, list[np.ndarray], int]:
 
 def _cases() -> list[Any]:
     out = []
-    for name in _tiny_models():
+    for name, size in _models():
         for fe in FRONTENDS:
-            marks = () if (name, fe) in DEFAULT else (pytest.mark.slow,)
+            every_run = size == "tiny" and (fe in CHEAP or (name, fe) in DEFAULT)
+            marks = () if every_run else (pytest.mark.slow,)
             out.append(pytest.param(name, fe, marks=marks, id=f"{name}-{fe}"))
     return out
 

@@ -145,3 +145,87 @@
   %5 = "ik.matmul"(%4, %v) : (tensor<1x4x4x4xf32>, tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
   "func.return"(%5) : (tensor<1x4x4x4xf32>) -> ()
 }) {function_type = (tensor<1x4x4x4xf32>, tensor<1x4x4x4xf32>, tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>, sym_name = "tensor_scale"} : () -> ()
+
+// -----
+
+// JAX einsum that contracts the sequence dims of Q and K ('bqhd,bkhd->bhdd' over q and k):
+// a contraction, but not over the head dim, so not attention.
+// CHECK-LABEL: "func.func"
+// CHECK-NOT: "ik.attention"
+// CHECK: "ik.softmax"
+// EXPLAIN: fuse-attention: 'ik.softmax' at unknown location not fused: the scores' first operand is transposed with perm [0, 2, 3, 1], which moves dim 1 into the contraction instead of the head dim
+"func.func"() ({
+^bb0(%q: tensor<2x6x4x8xf32>, %k: tensor<2x6x4x8xf32>, %v: tensor<2x6x4x8xf32>):
+  %0 = "ik.contract"(%q, %k) {lhs_batch = array<i64: 0, 2>, lhs_contract = array<i64: 1>, rhs_batch = array<i64: 0, 2>, rhs_contract = array<i64: 1>} : (tensor<2x6x4x8xf32>, tensor<2x6x4x8xf32>) -> tensor<2x4x8x8xf32>
+  %1 = "ik.constant"() {value = dense<0.35355338> : tensor<f32>} : () -> tensor<f32>
+  %2 = "ik.mul"(%0, %1) : (tensor<2x4x8x8xf32>, tensor<f32>) -> tensor<2x4x8x8xf32>
+  %3 = "ik.softmax"(%2) {axis = -1 : i64} : (tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %4 = "ik.contract"(%3, %v) {lhs_batch = array<i64: 0, 1>, lhs_contract = array<i64: 3>, rhs_batch = array<i64: 0, 2>, rhs_contract = array<i64: 3>} : (tensor<2x4x8x8xf32>, tensor<2x6x4x8xf32>) -> tensor<2x4x8x6xf32>
+  "func.return"(%4) : (tensor<2x4x8x6xf32>) -> ()
+}) {function_type = (tensor<2x6x4x8xf32>, tensor<2x6x4x8xf32>, tensor<2x6x4x8xf32>) -> tensor<2x4x8x6xf32>, sym_name = "jax_contracts_sequence"} : () -> ()
+
+// -----
+
+// jax.nn.dot_product_attention's grouped spelling with the softmax over the query positions (axis 3),
+// not the keys (axis 4): not attention.
+// CHECK-LABEL: "func.func"
+// CHECK-NOT: "ik.attention"
+// CHECK: "ik.softmax"
+// EXPLAIN: fuse-attention: 'ik.softmax' at unknown location not fused: softmax is over axis 3, not the key axis 4
+"func.func"() ({
+^bb0(%q: tensor<2x6x4x8xf32>, %k: tensor<2x6x2x8xf32>, %v: tensor<2x6x2x8xf32>):
+  %0 = "ik.reshape"(%q) {shape = array<i64: 2, 6, 2, 2, 8>} : (tensor<2x6x4x8xf32>) -> tensor<2x6x2x2x8xf32>
+  %1 = "ik.contract"(%0, %k) {lhs_batch = array<i64: 0, 2>, lhs_contract = array<i64: 4>, rhs_batch = array<i64: 0, 2>, rhs_contract = array<i64: 3>} : (tensor<2x6x2x2x8xf32>, tensor<2x6x2x8xf32>) -> tensor<2x2x6x2x6xf32>
+  %2 = "ik.transpose"(%1) {perm = array<i64: 3, 0, 1, 2, 4>} : (tensor<2x2x6x2x6xf32>) -> tensor<2x2x2x6x6xf32>
+  %3 = "ik.constant"() {value = dense<0.35355338> : tensor<f32>} : () -> tensor<f32>
+  %4 = "ik.mul"(%2, %3) : (tensor<2x2x2x6x6xf32>, tensor<f32>) -> tensor<2x2x2x6x6xf32>
+  %10 = "ik.softmax"(%4) {axis = 3 : i64} : (tensor<2x2x2x6x6xf32>) -> tensor<2x2x2x6x6xf32>
+  %11 = "ik.contract"(%v, %10) {lhs_batch = array<i64: 0, 2>, lhs_contract = array<i64: 1>, rhs_batch = array<i64: 1, 2>, rhs_contract = array<i64: 4>} : (tensor<2x6x2x8xf32>, tensor<2x2x2x6x6xf32>) -> tensor<2x2x8x2x6xf32>
+  %12 = "ik.transpose"(%11) {perm = array<i64: 0, 4, 1, 3, 2>} : (tensor<2x2x8x2x6xf32>) -> tensor<2x6x2x2x8xf32>
+  %13 = "ik.reshape"(%12) {shape = array<i64: 2, 6, 32>} : (tensor<2x6x2x2x8xf32>) -> tensor<2x6x32xf32>
+  "func.return"(%13) : (tensor<2x6x32xf32>) -> ()
+}) {function_type = (tensor<2x6x4x8xf32>, tensor<2x6x2x8xf32>, tensor<2x6x2x8xf32>) -> tensor<2x6x32xf32>, sym_name = "jax_grouped_softmax_over_queries"} : () -> ()
+
+// -----
+
+// The grouped spelling whose P·V contraction sums over the query positions (dim 3), not the keys:
+// not attention.
+// CHECK-LABEL: "func.func"
+// CHECK-NOT: "ik.attention"
+// CHECK: "ik.softmax"
+// EXPLAIN: fuse-attention: 'ik.softmax' at unknown location not fused: the P·V contraction does not sum over the key axis (at 'ik.contract', unknown location)
+"func.func"() ({
+^bb0(%q: tensor<2x6x4x8xf32>, %k: tensor<2x6x2x8xf32>, %v: tensor<2x6x2x8xf32>):
+  %0 = "ik.reshape"(%q) {shape = array<i64: 2, 6, 2, 2, 8>} : (tensor<2x6x4x8xf32>) -> tensor<2x6x2x2x8xf32>
+  %1 = "ik.contract"(%0, %k) {lhs_batch = array<i64: 0, 2>, lhs_contract = array<i64: 4>, rhs_batch = array<i64: 0, 2>, rhs_contract = array<i64: 3>} : (tensor<2x6x2x2x8xf32>, tensor<2x6x2x8xf32>) -> tensor<2x2x6x2x6xf32>
+  %2 = "ik.transpose"(%1) {perm = array<i64: 3, 0, 1, 2, 4>} : (tensor<2x2x6x2x6xf32>) -> tensor<2x2x2x6x6xf32>
+  %3 = "ik.constant"() {value = dense<0.35355338> : tensor<f32>} : () -> tensor<f32>
+  %4 = "ik.mul"(%2, %3) : (tensor<2x2x2x6x6xf32>, tensor<f32>) -> tensor<2x2x2x6x6xf32>
+  %10 = "ik.softmax"(%4) {axis = -1 : i64} : (tensor<2x2x2x6x6xf32>) -> tensor<2x2x2x6x6xf32>
+  %11 = "ik.contract"(%v, %10) {lhs_batch = array<i64: 0, 2>, lhs_contract = array<i64: 1>, rhs_batch = array<i64: 1, 2>, rhs_contract = array<i64: 3>} : (tensor<2x6x2x8xf32>, tensor<2x2x2x6x6xf32>) -> tensor<2x2x8x2x6xf32>
+  %12 = "ik.transpose"(%11) {perm = array<i64: 0, 4, 1, 3, 2>} : (tensor<2x2x8x2x6xf32>) -> tensor<2x6x2x2x8xf32>
+  %13 = "ik.reshape"(%12) {shape = array<i64: 2, 6, 32>} : (tensor<2x6x2x2x8xf32>) -> tensor<2x6x32xf32>
+  "func.return"(%13) : (tensor<2x6x32xf32>) -> ()
+}) {function_type = (tensor<2x6x4x8xf32>, tensor<2x6x2x8xf32>, tensor<2x6x2x8xf32>) -> tensor<2x6x32xf32>, sym_name = "jax_grouped_pv_over_queries"} : () -> ()
+
+// -----
+
+// Heads flattened into a 3-D bmm, softmax over the query axis (1), not the key axis: not attention.
+// CHECK-LABEL: "func.func"
+// CHECK-NOT: "ik.attention"
+// CHECK: "ik.softmax"
+// EXPLAIN: fuse-attention: 'ik.softmax' at unknown location not fused: softmax is over axis 1, not the key axis 2
+"func.func"() ({
+^bb0(%q: tensor<2x4x6x8xf32>, %k: tensor<2x4x6x8xf32>, %v: tensor<2x4x6x8xf32>):
+  %0 = "ik.reshape"(%q) {shape = array<i64: 8, 6, 8>} : (tensor<2x4x6x8xf32>) -> tensor<8x6x8xf32>
+  %1 = "ik.transpose"(%k) {perm = array<i64: 0, 1, 3, 2>} : (tensor<2x4x6x8xf32>) -> tensor<2x4x8x6xf32>
+  %2 = "ik.reshape"(%1) {shape = array<i64: 8, 8, 6>} : (tensor<2x4x8x6xf32>) -> tensor<8x8x6xf32>
+  %3 = "ik.matmul"(%0, %2) : (tensor<8x6x8xf32>, tensor<8x8x6xf32>) -> tensor<8x6x6xf32>
+  %4 = "ik.constant"() {value = dense<0.35355338> : tensor<f32>} : () -> tensor<f32>
+  %5 = "ik.mul"(%3, %4) : (tensor<8x6x6xf32>, tensor<f32>) -> tensor<8x6x6xf32>
+  %6 = "ik.softmax"(%5) {axis = 1 : i64} : (tensor<8x6x6xf32>) -> tensor<8x6x6xf32>
+  %7 = "ik.reshape"(%v) {shape = array<i64: 8, 6, 8>} : (tensor<2x4x6x8xf32>) -> tensor<8x6x8xf32>
+  %8 = "ik.matmul"(%6, %7) : (tensor<8x6x6xf32>, tensor<8x6x8xf32>) -> tensor<8x6x8xf32>
+  %9 = "ik.reshape"(%8) {shape = array<i64: 2, 4, 6, 8>} : (tensor<8x6x8xf32>) -> tensor<2x4x6x8xf32>
+  "func.return"(%9) : (tensor<2x4x6x8xf32>) -> ()
+}) {function_type = (tensor<2x4x6x8xf32>, tensor<2x4x6x8xf32>, tensor<2x4x6x8xf32>) -> tensor<2x4x6x8xf32>, sym_name = "bmm3d_softmax_over_queries"} : () -> ()
