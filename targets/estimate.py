@@ -13,16 +13,18 @@ ops that use them.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping
+from typing import Any
+
+from irkit.targets.base import op_ids
+from irkit.targets.costmodel.roofline import attention_cost, matmul_cost, roofline
+from irkit.targets.hwspec import HardwareSpec, load_spec
 
 from irkit.interp import default_bindings
 from irkit.ir.core import Module, Op
 from irkit.ir.ops import op_cost as ir_op_cost
 from irkit.ir.types import DType, eval_dim
-from irkit.targets.base import op_ids
-from irkit.targets.costmodel.roofline import attention_cost, matmul_cost, roofline
-from irkit.targets.hwspec import HardwareSpec, load_spec
 
 _FREE = frozenset({"ik.reshape", "ik.constant", "func.return", "ik.yield", "ik.dropout"})
 
@@ -69,14 +71,23 @@ class Estimate:
     def total(self, peak: float) -> dict[str, Any]:
         s = self.seconds
         compute = sum(o.seconds for o in self.ops if o.bound == "compute")
-        return {"flops": self.flops, "bytes": self.bytes, "seconds": s,
-                "intensity": self.flops / self.bytes if self.bytes else math.inf,
-                "utilization": (self.flops / s / peak) if s and peak else 0.0,
-                "compute_bound_seconds": compute, "memory_bound_seconds": s - compute}
+        return {
+            "flops": self.flops,
+            "bytes": self.bytes,
+            "seconds": s,
+            "intensity": self.flops / self.bytes if self.bytes else math.inf,
+            "utilization": (self.flops / s / peak) if s and peak else 0.0,
+            "compute_bound_seconds": compute,
+            "memory_bound_seconds": s - compute,
+        }
 
     def as_json(self, peak: float) -> dict[str, Any]:
-        return {"spec": self.spec, "bindings": self.bindings, "ops": [o.as_dict() for o in self.ops],
-                "total": self.total(peak)}
+        return {
+            "spec": self.spec,
+            "bindings": self.bindings,
+            "ops": [o.as_dict() for o in self.ops],
+            "total": self.total(peak),
+        }
 
 
 def _dtype_name(op: Op) -> str:
@@ -105,7 +116,74 @@ def _cast_into_contraction(op: Op) -> bool:
     return all(u.name in _CONTRACTIONS for u in op.results[0].users)
 
 
-def estimate(module: Module, spec: str | HardwareSpec, bindings: Mapping[str, int] | None = None) -> Estimate:
+def _contraction_cost(op: Op, b: Mapping[str, int], hw: HardwareSpec, dt: str) -> Any | None:
+    """The GEMM (or fused attention) model's cost of one matrix op, None for any other op."""
+    shapes = [tuple(eval_dim(d, b) for d in v.type.shape) for v in op.operands]
+    if op.name == "ik.matmul":
+        a, w = shapes[0], shapes[1]
+        batch = _prod(tuple(eval_dim(d, b) for d in op.results[0].type.shape[:-2]))
+        return matmul_cost(a[-2], a[-1], w[-1], hw, dt, batch=max(batch, 1))
+    if op.name == "ik.contract":
+        a, w = shapes[0], shapes[1]
+        at = op.attrs
+        lb, lc = at.get("lhs_batch", ()), at["lhs_contract"]
+        rb, rc = at.get("rhs_batch", ()), at["rhs_contract"]
+        batch = _prod(a[i] for i in lb)
+        k = _prod(a[i] for i in lc)
+        m = _prod(a[i] for i in range(len(a)) if i not in lb and i not in lc)
+        n = _prod(w[i] for i in range(len(w)) if i not in rb and i not in rc)
+        return matmul_cost(m, k, n, hw, dt, batch=max(batch, 1))
+    if op.name == "ik.conv2d":
+        w = shapes[1]
+        o = tuple(eval_dim(d, b) for d in op.results[0].type.shape)
+        g = op.attrs.get("groups", 1)
+        return matmul_cost(o[0] * o[2] * o[3], w[1] * w[2] * w[3], w[0] // g, hw, dt, batch=g)
+    if op.name == "ik.attention":
+        q, k = shapes[0], shapes[1]
+        return attention_cost(
+            q[0],
+            q[1],
+            q[2],
+            q[3],
+            hw,
+            dt,
+            fused=True,
+            kv_seq_len=k[2],
+            causal=bool(op.attrs.get("causal", False)),
+        )
+    return None
+
+
+def _fused_region_cost(
+    op: Op, b: Mapping[str, int], hw: HardwareSpec, dt: str, flops: float, nbytes: float
+) -> tuple[float, str, str] | None:
+    """A fused region holding matrix ops (a matmul with its bias and activation): its matrix
+    ops on the GEMM model, the rest of its FLOPs at the vector peak, the region's own bytes
+    (inputs read and outputs written once) over the bandwidth, whichever takes longer.
+    None when the region has no matrix op (the plain roofline applies)."""
+    gemm_s = gemm_flops = 0.0
+    found = False
+    for inner in op.regions[0].walk() if op.regions else ():
+        if inner.name not in _CONTRACTIONS:
+            continue
+        c = _contraction_cost(inner, b, hw, _dtype_name(inner))
+        if c is None:
+            continue
+        found = True
+        gemm_s += c.seconds
+        gemm_flops += c.flops
+    if not found:
+        return None
+    rest = roofline(max(flops - gemm_flops, 0.0), 0.0, hw.peak_flops(dt), hw.bandwidth_bytes_per_s)
+    compute = gemm_s + rest.seconds
+    bw = hw.bandwidth_bytes_per_s
+    memory = nbytes / bw if bw else 0.0
+    return (max(compute, memory), "memory" if memory > compute else "compute", "gemm")
+
+
+def estimate(
+    module: Module, spec: str | HardwareSpec, bindings: Mapping[str, int] | None = None
+) -> Estimate:
     """The modelled time of every op of ``module``'s entry function on ``spec``."""
     hw = load_spec(spec)
     fn = module.entry
@@ -118,52 +196,49 @@ def estimate(module: Module, spec: str | HardwareSpec, bindings: Mapping[str, in
             continue
         c = ir_op_cost(op, b)
         dt = _dtype_name(op)
-        shapes = [tuple(eval_dim(d, b) for d in v.type.shape) for v in op.operands]
         model = "roofline"
         seconds: float
         bound: str
         flops, nbytes = c.flops, c.bytes
+        done = False
         try:
-            if op.name == "ik.matmul":
-                a, w = shapes
-                batch = _prod(tuple(eval_dim(d, b) for d in op.results[0].type.shape[:-2]))
-                mc = matmul_cost(a[-2], a[-1], w[-1], hw, dt, batch=max(batch, 1))
-                seconds, bound, model = mc.seconds, mc.bound, "gemm"
-                nbytes = max(nbytes, mc.bytes)
-            elif op.name == "ik.contract":
-                a, w = shapes
-                at = op.attrs
-                lb, lc = at.get("lhs_batch", ()), at["lhs_contract"]
-                rb, rc = at.get("rhs_batch", ()), at["rhs_contract"]
-                batch = _prod(a[i] for i in lb)
-                k = _prod(a[i] for i in lc)
-                m = _prod(a[i] for i in range(len(a)) if i not in lb and i not in lc)
-                n = _prod(w[i] for i in range(len(w)) if i not in rb and i not in rc)
-                mc = matmul_cost(m, k, n, hw, dt, batch=max(batch, 1))
-                seconds, bound, model = mc.seconds, mc.bound, "gemm"
-            elif op.name == "ik.conv2d":
-                x, w = shapes[0], shapes[1]
-                o = tuple(eval_dim(d, b) for d in op.results[0].type.shape)
-                g = op.attrs.get("groups", 1)
-                mc = matmul_cost(o[0] * o[2] * o[3], w[1] * w[2] * w[3], w[0] // g, hw, dt, batch=g)
-                seconds, bound, model = mc.seconds, mc.bound, "gemm"
-            elif op.name == "ik.attention":
-                q, k = shapes[0], shapes[1]
-                ac = attention_cost(q[0], q[1], q[2], q[3], hw, dt, fused=True, kv_seq_len=k[2],
-                                    causal=bool(op.attrs.get("causal", False)))
-                seconds, bound, model = ac.seconds, ac.bound, "attention"
-                flops, nbytes = max(flops, ac.flops), ac.bytes
-            else:
-                rc_ = roofline(flops, nbytes, hw.peak_flops(dt), hw.bandwidth_bytes_per_s)
-                seconds, bound = rc_.seconds, rc_.bound
+            mc = _contraction_cost(op, b, hw, dt)
+            if mc is not None:
+                seconds, bound = mc.seconds, mc.bound
+                if op.name == "ik.attention":
+                    model = "attention"
+                    flops, nbytes = max(flops, mc.flops), mc.bytes
+                else:
+                    model = "gemm"
+                    if op.name == "ik.matmul":
+                        nbytes = max(nbytes, mc.bytes)
+                done = True
+            elif op.name == "ik.fused":
+                fc = _fused_region_cost(op, b, hw, dt, flops, nbytes)
+                if fc is not None:
+                    seconds, bound, model = fc
+                    done = True
         except ValueError:
+            done = False
+        if not done:
             rc_ = roofline(flops, nbytes, hw.peak_flops(dt), hw.bandwidth_bytes_per_s)
-            seconds, bound = rc_.seconds, rc_.bound
+            seconds, bound, model = rc_.seconds, rc_.bound, "roofline"
         peak = hw.peak_flops(dt)
         util = flops / seconds / peak if seconds and peak else 0.0
-        out.ops.append(OpEstimate(ids[id(op)], op.loc.short(), flops, nbytes, seconds, bound, util,
-                                  seconds * clock if (clock and hw.systolic is not None) else None,
-                                  flops / nbytes if nbytes else math.inf, model))
+        out.ops.append(
+            OpEstimate(
+                ids[id(op)],
+                op.loc.short(),
+                flops,
+                nbytes,
+                seconds,
+                bound,
+                util,
+                seconds * clock if (clock and hw.systolic is not None) else None,
+                flops / nbytes if nbytes else math.inf,
+                model,
+            )
+        )
     return out
 
 
@@ -177,4 +252,4 @@ def peak_for(module: Module, spec: str | HardwareSpec) -> float:
     return hw.peak_flops(dt)
 
 
-__all__ = ["estimate", "Estimate", "OpEstimate", "peak_for"]
+__all__ = ["Estimate", "OpEstimate", "estimate", "peak_for"]

@@ -23,14 +23,19 @@ shapes) and ``flops`` is counted the way XLA's HloCostAnalysis counts: 2·M·N·
 per dot or convolution, one per element for arithmetic elementwise ops and
 reductions, transcendentals apart (``extra["transcendentals"]``). XLA itself
 reports only whole-module figures, kept in ``info["cost_analysis"]``.
+:func:`hlo_traffic` re-counts XLA's ``bytes accessed`` from the optimised HLO
+(tiled sizes, VMEM prefetches counted on both halves of the copy), which is how
+``benchmarks/tpu_cost.py`` explains where it parts from ``irkit estimate``.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -41,7 +46,7 @@ from irkit.targets.xla_lower import LoweredFunction, LoweringError, LowerOptions
 from irkit.interp import default_bindings
 from irkit.ir.core import Module
 
-__all__ = ["XlaTarget", "kernel_costs"]
+__all__ = ["HloTraffic", "XlaTarget", "hlo_traffic", "kernel_costs", "padded_bytes"]
 
 # libtpu takes /tmp/libtpu_lockfile when it loads, and JAX loads it on any backend
 # initialisation, so while one JAX process runs on this machine (a second pytest-xdist worker,
@@ -509,4 +514,91 @@ def kernel_costs(hlo_text: str) -> dict[str, tuple[float | None, float, float]]:
 
     if mod.entry is not None:
         walk(mod.entry, set())
+    return out
+
+
+_NO_TRAFFIC = frozenset(
+    {
+        "parameter",
+        "constant",
+        "tuple",
+        "get-tuple-element",
+        "after-all",
+        "bitcast",
+        "add-dependency",
+    }
+)
+_LAYOUT_OPS = frozenset(
+    {"copy", "reshape", "transpose", "broadcast", "slice", "concatenate", "pad"}
+)
+
+
+def padded_bytes(shape: Any) -> float:
+    """Bytes of an HLO array (:class:`~irkit.targets.xla_compile.HloShape`) at its tiled size:
+    in layout order, the minor dims rounded up to the outer tile (``T(8,128)``: the second
+    most minor dim to 8, the most minor to 128)."""
+    dims = list(shape.dims)
+    if shape.minor_to_major is not None and shape.tiles and dims:
+        phys = [dims[i] for i in reversed(shape.minor_to_major) if i < len(dims)]
+        for j, t in enumerate(reversed(shape.tiles[0])):
+            i = len(phys) - 1 - j
+            if i >= 0 and t > 0:
+                phys[i] = math.ceil(phys[i] / t) * t
+        dims = phys
+    return math.prod(dims) * _ITEMSIZE.get(shape.dtype, 4)
+
+
+@dataclass
+class HloTraffic:
+    """The entry computation's memory traffic, re-counted from the optimised HLO text."""
+
+    logical: float = 0.0
+    """Operands + results of every kernel at their logical sizes, each copied array once."""
+    padded: float = 0.0
+    """The same at tiled sizes, with a VMEM prefetch counted on both ``copy-start`` and
+    ``copy-done`` (a read and a write each): the rules XLA's TPU ``bytes accessed`` follows."""
+    prefetch: float = 0.0
+    """Part of ``padded`` in asynchronous copies (copy-start + copy-done)."""
+    layout: float = 0.0
+    """Part of ``padded`` in ops that move data without computing (copy, reshape, transpose...)."""
+    bf16_results: int = 0
+    """Kernels whose result XLA keeps in bf16."""
+
+
+def hlo_traffic(hlo_text: str) -> HloTraffic:
+    """Re-count the bytes the entry computation's kernels read and write (bitcasts are free)."""
+    from irkit.targets.xla_compile import _parse_module, _parse_shapes
+
+    mod = _parse_module(hlo_text)
+    out = HloTraffic()
+    if mod.entry is None:
+        return out
+    instrs = mod.computations[mod.entry]
+    table = {i.name: i for i in instrs}
+
+    def logical(sh: Any) -> float:
+        return float(np.prod(sh.dims)) * _ITEMSIZE.get(sh.dtype, 4)
+
+    for ins in instrs:
+        if ins.opcode in _NO_TRAFFIC:
+            continue
+        results = list(_parse_shapes(ins.shape))
+        operands = [sh for o in ins.operands if o in table for sh in _parse_shapes(table[o].shape)]
+        if ins.opcode in ("copy-start", "copy-done"):
+            # copy-start's result repeats the source beside the destination; each half of the
+            # pair moves the whole array once: a read and a write.
+            src = operands[:1] if ins.opcode == "copy-start" else results[:1]
+            moved = 2 * sum(padded_bytes(sh) for sh in src)
+            out.padded += moved
+            out.prefetch += moved
+            if ins.opcode == "copy-start":
+                out.logical += 2 * sum(logical(sh) for sh in src)
+            continue
+        pb = sum(padded_bytes(sh) for sh in results + operands)
+        out.padded += pb
+        out.logical += sum(logical(sh) for sh in results + operands)
+        if ins.opcode in _LAYOUT_OPS:
+            out.layout += pb
+        if any(sh.dtype == "bf16" for sh in results):
+            out.bf16_results += 1
     return out
