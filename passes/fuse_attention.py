@@ -856,7 +856,10 @@ def fuse_attention_patterns(notes: list[NearMiss] | None = None) -> list[Pattern
 
 
 def run_fusion(module, ctx: PassContext, patterns: list[Pattern], counter: str, notes: list[NearMiss]) -> bool:
-    """Apply fusion ``patterns``; count applied rewrites under ``counter``; forward explain records."""
+    """Apply fusion ``patterns``; count applied rewrites under ``counter``; forward explain records.
+
+    In a module of several functions each function's count is also kept, as ``counter@name``.
+    """
     from irkit.rewrite.numeric_check import rewrite_checker
 
     changed = False
@@ -867,6 +870,8 @@ def run_fusion(module, ctx: PassContext, patterns: list[Pattern], counter: str, 
         ctx.absorb(rep)
         n = sum(rep.stats[p.name].applied for p in patterns if p.name in rep.stats)
         ctx.count(counter, n)
+        if len(module.functions) > 1:
+            ctx.count(f"{counter}@{f.name}", n)
     if ctx.explain:
         ctx.near_misses.extend(notes)
     return changed

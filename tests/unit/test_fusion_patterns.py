@@ -144,6 +144,19 @@ def test_statistics_count_fusions_per_pass() -> None:
     assert ctx.stats["fuse-activation"]["fused-activations"] == 0
 
 
+def test_statistics_count_fusions_per_function() -> None:
+    fused = _attention(np.tril(np.ones((4, 4), dtype=bool))).entry
+    unfused = _attention(np.tril(np.ones((4, 4), dtype=bool)), fill=-100.0).entry  # -100 is not a mask value
+    fused.name, unfused.name = "fused", "unfused"
+    m = module_of(fused, unfused)
+    ctx = PassContext()
+    PassManager("canonicalize,fuse-attention", ctx=ctx).run(m)
+    stats = ctx.stats["fuse-attention"]
+    assert stats["fused-attentions"] == 1
+    assert stats["fused-attentions@fused"] == 1
+    assert stats["fused-attentions@unfused"] == 0
+
+
 def test_causal_flag_only_for_a_lower_triangular_constant() -> None:
     for mask, causal in ((np.tril(np.ones((4, 4), dtype=bool)), True), (np.triu(np.ones((4, 4), dtype=bool)), False)):
         m = _attention(mask)
