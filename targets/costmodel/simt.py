@@ -31,6 +31,12 @@ The model follows NVIDIA's "Matrix Multiplication Background" guide:
   warp row; each ``wgmma`` m64 instruction reads its 64 rows of A and all of B's
   slice. The on-chip time is the larger of the math time and this read time, which
   is what makes tiny tiles slow on big GEMMs.
+* **CUDA-core register blocking**: without tensor cores each thread owns an
+  ``r x c`` block of C (``r * c = bm * bn / threads``) and, per k, loads ``r + c``
+  operands from shared memory before its ``r * c`` FMAs. Loads and FMAs share the
+  issue slots, so the FMA rate is scaled by ``r*c / (r*c + r + c)`` with the block
+  taken square (the shape that needs fewest loads): 0.5 for 2x2, 0.67 for 4x4, 0.8
+  for 8x8 (the register-blocking argument of Volkov and Demmel, SC 2008).
 * **Memory and L2**: HBM traffic is the compulsory A + B + C when A and B fit in L2;
   otherwise the CTAs of one wave, rasterised as a near-square block of tiles, share
   A rows and B columns through L2, so A is read once per wave-column of tiles and B
@@ -136,6 +142,9 @@ class CtaResources:
     """What bounds ctas_per_sm: ``smem``, ``registers``, ``threads`` or ``blocks``."""
     smem_reads_per_step: int
     """Bytes the math reads from shared memory per K step (operand re-reads across warps)."""
+    issue_efficiency: float = 1.0
+    """CUDA cores: the share of issue slots left to FMAs beside the shared-memory loads
+    that feed them (1.0 for tensor cores)."""
 
 
 def _warp_grid(warps: int) -> tuple[int, int]:
@@ -204,6 +213,9 @@ def cta_resources(
         frag_regs = 4 * math.isqrt(acc_regs - 1) + 4 if acc_regs > 1 else 4
         wr, wc = _warp_grid(tile.warps)
         smem_reads = tile.bk * (wc * tile.bm + wr * tile.bn) * size
+    # CUDA cores: r*c FMAs per k beside r + c loads, the block taken square.
+    side = math.sqrt(acc_regs)
+    issue = 1.0 if use_tc else acc_regs / (acc_regs + 2 * side)
     regs = acc_regs + frag_regs + _REG_OVERHEAD
     regs = _round_up(regs, 8)
     if not reason and threads > g.max_threads_per_block:
@@ -235,7 +247,7 @@ def cta_resources(
             limiter,
             smem_reads,
         )
-    return CtaResources(tile, True, "", instruction, smem, regs, ctas, limiter, smem_reads)
+    return CtaResources(tile, True, "", instruction, smem, regs, ctas, limiter, smem_reads, issue)
 
 
 @dataclass(frozen=True)
@@ -446,7 +458,7 @@ def simt_gemm(
     sm_rate *= min(1.0, resident_warps / 4)
     cta_flops = 2 * tile.bm * tile.bn * k_steps * tile.bk
     busiest_sm_ctas = _cdiv(ctas, g.sms)
-    math_seconds = busiest_sm_ctas * cta_flops / sm_rate
+    math_seconds = busiest_sm_ctas * cta_flops / (sm_rate * res.issue_efficiency)
     # Operands reach the tensor cores through shared memory, whose bandwidth caps how
     # small a tile can be before it starves them.
     smem_bw = g.smem_bytes_per_clk * g.clock_ghz * 1e9
