@@ -6,6 +6,19 @@ bindings and calls the op's reference kernel.  In ``float64`` mode every float
 tensor (inputs, constants, results) is computed in f64 and float casts become
 identities: that run is the oracle every pass and target is checked against.
 Values are freed after their last use, so large models fit in memory.
+
+One exception keeps the oracle an oracle of *this* program: the float ops
+whose results reach a float-to-integer (or float-to-bool) ``ik.cast`` through
+float values only (the cast's *cone*) run in their declared dtype, and their
+float inputs from outside the cone are rounded to the declared dtype first.
+A cast to an integer is discontinuous: T5's relative-position bucket is
+``int(log(p / 8) / log(16) * 8)``, exactly 2.0 in real arithmetic for
+``p = 16``; float32 lands on one side of 2 and float64 on the other, and the
+bucket (and every logit after it) differs by a whole embedding row.  Computing
+the cone at the precision the program asks for gives the buckets the framework
+and every target compute; everything else stays in f64.  The cone follows
+``ik.fused`` regions in both directions; other discontinuities (comparisons,
+``floor``) are left in f64, where a difference is at most a tie.
 """
 
 from __future__ import annotations
@@ -70,11 +83,15 @@ class Interpreter:
 
     float64: bool = False
 
+    def __post_init__(self) -> None:
+        self._declared: frozenset[int] = frozenset()
+
     def run(self, m: Module | Function, inputs: Sequence[np.ndarray] | Mapping[str, np.ndarray],
             fn: str | None = None) -> list[np.ndarray]:
         f = _entry(m, fn)
         xs = self._inputs(f, inputs)
         b = bind_symbols(f, xs)
+        self._declared = int_cast_cone(f) if self.float64 else frozenset()
         return self._graph(f.body, xs, b)
 
     def _inputs(self, f: Function, inputs: Sequence[np.ndarray] | Mapping[str, np.ndarray]) -> list[np.ndarray]:
@@ -118,12 +135,17 @@ class Interpreter:
         d = OPS.get(op.name)
         if d is None:
             raise InterpError(f"'{op.name}' at {op.loc.short()}: unknown op, cannot interpret")
-        types = [_f64_type(t) if self.float64 else t for t in op.result_types]
+        declared = self.float64 and id(op) in self._declared
+        types = [_f64_type(t) if self.float64 and not declared else t for t in op.result_types]
         try:
             shapes = [tuple(eval_dim(x, b) for x in t.shape) for t in types]
         except KeyError as e:
             raise InterpError(f"'{op.name}' at {op.loc.short()}: symbol {e.args[0]} is unbound") from None
-        if self.float64:
+        if declared:
+            # In the cone of a float-to-int cast: the program's own precision (see the design note).
+            ins = [x.astype(v.type.dtype.np) if v.type.dtype.is_float and x.dtype != v.type.dtype.np else x
+                   for x, v in zip(ins, op.operands)]
+        elif self.float64:
             if op.name == "ik.cast" and op.attrs["to"].is_float and ins[0].dtype.kind == "f":
                 return [ins[0].astype(np.float64)]
             if op.name == "ik.constant" and op.attrs["value"].dtype.is_float:
@@ -156,9 +178,45 @@ class Interpreter:
         return self._graph(g, xs, b)
 
 
+def int_cast_cone(f: Function) -> frozenset[int]:
+    """Ids of the ops whose float results reach a float-to-integer/bool ``ik.cast`` through
+    float values only, across ``ik.fused`` region boundaries (the float64 oracle runs
+    them in their declared dtype)."""
+    region_arg: dict[int, tuple[Op, int]] = {}
+    stack: list[Value] = []
+    for op in f.walk():
+        for r in op.regions:
+            for i, a in enumerate(r.args):
+                region_arg[id(a)] = (op, i)
+        if (op.name == "ik.cast" and op.operands and op.operand(0).type.dtype.is_float
+                and not op.attrs["to"].is_float):
+            stack.append(op.operand(0))
+    cone: set[int] = set()
+    seen: set[int] = set()
+    while stack:
+        v = stack.pop()
+        if id(v) in seen or not v.type.dtype.is_float:
+            continue
+        seen.add(id(v))
+        op = v.producer
+        if op is None:  # a region argument continues at the fused op's operand
+            owner = region_arg.get(id(v))
+            if owner is not None:
+                stack.append(owner[0].operand(owner[1]))
+            continue
+        cone.add(id(op))
+        stack.extend(op.operands)
+        for r in op.regions:
+            if r.terminator is not None and v.index < len(r.terminator.operands):
+                stack.append(r.terminator.operand(v.index))
+    return frozenset(cone)
+
+
 def run(m: Module | Function, inputs: Sequence[np.ndarray] | Mapping[str, np.ndarray], *,
         float64: bool = False, fn: str | None = None) -> list[np.ndarray]:
-    """Run the entry function (or ``fn``) of ``m`` on ``inputs``."""
+    """Run the entry function (or ``fn``) of ``m`` on ``inputs``; ``float64=True`` is the
+    oracle: floats in f64, except the cones of float-to-integer casts, which keep their
+    declared dtype (see the module's design note)."""
     return Interpreter(float64).run(m, inputs, fn)
 
 
@@ -250,5 +308,5 @@ def random_inputs(fn: Function, seed: int = 0, bindings: Mapping[str, int] | Non
     return out
 
 
-__all__ = ["Interpreter", "InterpError", "run", "random_inputs", "bind_symbols", "order_inputs",
+__all__ = ["Interpreter", "InterpError", "int_cast_cone", "run", "random_inputs", "bind_symbols", "order_inputs",
            "default_bindings"]

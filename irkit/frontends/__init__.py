@@ -59,6 +59,20 @@ def _dynamic_shapes(inputs: Sequence[Any], dynamic: dict[str, int]) -> Any:
     return tuple(spec)
 
 
+def _polymorphic_shapes(args: Sequence[Any], dynamic: dict[str, int]) -> list[str | None]:
+    """jax.export shape specs giving dim AXIS of every array argument the name NAME
+    (``"_, S, ..."``: ``_`` keeps the example's size); None for arguments without such a dim."""
+    specs: list[str | None] = []
+    for x in args:
+        rank = len(getattr(x, "shape", ()))
+        parts = ["_"] * rank
+        for n, ax in dynamic.items():
+            if ax < rank:
+                parts[ax] = n
+        specs.append(", ".join(parts) if any(p != "_" for p in parts) else None)
+    return specs
+
+
 def import_source(source: str, format: str | None = None, dynamic: dict[str, int] | None = None,
                   name: str = "main") -> Module:
     """Import ``source`` (see :func:`_import_source`); a malformed file that trips an
@@ -107,13 +121,19 @@ def _import_source(source: str, format: str | None = None, dynamic: dict[str, in
 
             poly = result[2] if len(result) == 3 else None
             if poly is None and dynamic:
-                poly = [", ".join(n for n, ax in sorted(dynamic.items(), key=lambda kv: kv[1]))] * len(result[1])
+                poly = _polymorphic_shapes(result[1], dynamic)
             if fmt == "stablehlo":
                 import jax
 
                 from irkit.frontends.jax_stablehlo import import_stablehlo
 
-                return import_stablehlo(jax.jit(result[0]).lower(*result[1]).as_text(), name=name)
+                if poly is not None:
+                    # jax.export keeps the symbols; its module carries the source locations.
+                    specs = jax.export.symbolic_args_specs(result[1], poly)
+                    return import_stablehlo(jax.export.export(jax.jit(result[0]))(*specs), name=name)
+                # The Lowered object, not its as_text(): the importer asks it for the debug
+                # info, so op locations are the JAX source's file:line.
+                return import_stablehlo(jax.jit(result[0]).lower(*result[1]), name=name)
             return import_jax(result[0], result[1], polymorphic_shapes=poly, name=name)
         raise FrontendError(f"{label}: the factory returned {type(result[0]).__name__}; expected a torch.nn.Module "
                             "or a JAX function as the first element")

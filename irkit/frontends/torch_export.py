@@ -1277,11 +1277,44 @@ def import_factory_spec(spec: str, *, name: str = "main", decompositions: str = 
                                 source=label)
 
 
+# Python-level size arithmetic torch.export records on SymInts/SymFloats/SymBools; the
+# importer takes their result from the node's metadata (an expression in the symbols).
+_SIZE_ARITHMETIC = tuple(f"operator.{n}" for n in (
+    "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "neg", "pos", "abs", "eq", "ne", "lt",
+    "le", "gt", "ge", "and_", "or_", "xor", "not_", "invert")) + tuple(f"torch.{n}" for n in (
+    "sym_float", "sym_int", "sym_ite", "sym_max", "sym_min", "sym_not", "sym_sqrt", "sym_sum"))
+
+
+def _handled_without_converter(converters: Mapping[str, Any]) -> set[str]:
+    """Op keys the importer handles without a converter of their own: the size queries and
+    size arithmetic (``aten.sym_size.int``...: a dim or an expression of dims), the run-time
+    assertions and constraints (``aten._assert_tensor_metadata``...: dropped) and the
+    in-place forms of converted ops (``aten.add_.Tensor``: SSA-renamed, see ``_check_inplace``)."""
+    import torch
+
+    keys: set[str] = set(_SIZE_ARITHMETIC)
+    for name in torch._C._dispatch_get_all_op_names():
+        if not name.startswith("aten::"):
+            continue
+        op, _, overload = name.split("::", 1)[1].partition(".")
+        packet = f"aten.{op}"
+        full = f"{packet}.{overload or 'default'}"
+        if _is_noop(full) or op.startswith("sym_"):
+            keys.update((full, packet))
+        elif op.endswith("_") and not op.startswith("_") and (
+                f"aten.{op[:-1]}.{overload or 'default'}" in converters or f"aten.{op[:-1]}" in converters):
+            keys.update((full, packet))
+    keys.update(f"torch.{n}" for n in dir(torch) if _is_noop(f"torch.{n}"))
+    return keys
+
+
 def supported_ops() -> list[str]:
-    """The ATen overloads and packets the torch frontend converts (for `irkit coverage`)."""
+    """What the torch frontend handles (for ``irkit coverage``): the ATen overloads and packets
+    it converts, their in-place forms, the size queries and size arithmetic it answers from
+    the graph's metadata, and the assertions it drops."""
     from irkit.frontends import torch_ops
 
-    return sorted(torch_ops.CONVERTERS)
+    return sorted(set(torch_ops.CONVERTERS) | _handled_without_converter(torch_ops.CONVERTERS))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

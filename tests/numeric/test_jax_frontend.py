@@ -434,6 +434,34 @@ def test_locations_point_at_the_users_code() -> None:
         assert tanh.loc.line == line and "tanh" in (tanh.loc.name or "")
 
 
+def test_stablehlo_from_a_factory_keeps_source_locations(tmp_path: Path) -> None:
+    """``irkit import file.py:factory --format stablehlo`` lowers with debug info: each op's
+    location is the factory file's line, with static shapes and with ``--dynamic``."""
+    from irkit.frontends import import_source
+
+    src = tmp_path / "model.py"
+    src.write_text(
+        "import jax.numpy as jnp\n"
+        "import numpy as np\n"
+        "\n"
+        "def f(x):\n"
+        "    y = jnp.tanh(x)\n"
+        "    return y * 2.0\n"
+        "\n"
+        "def factory():\n"
+        "    return f, (np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4),)\n"
+    )
+    x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+    for dynamic in (None, {"B": 0}):
+        m = import_source(f"{src}:factory", "stablehlo", dynamic)
+        (tanh,) = [op for op in m.walk() if op.name == "ik.tanh"]
+        assert tanh.loc.file is not None and Path(tanh.loc.file).name == "model.py", tanh.loc
+        assert tanh.loc.line == 5, tanh.loc
+        if dynamic:
+            assert str(m.entry.arg_types[0]).startswith("tensor<?x4xf32")
+        np.testing.assert_allclose(run(m, [x])[0], np.tanh(x) * 2.0, rtol=1e-6)
+
+
 # ---------------------------------------------------------------------------
 # HLO text
 
