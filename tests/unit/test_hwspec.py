@@ -142,6 +142,45 @@ def test_host_cpu_is_measured() -> None:
     )
 
 
+def _measure_script():
+    import importlib.util
+
+    path = SPEC_DIR.parents[1] / "benchmarks" / "measure_host_cpu.py"
+    spec = importlib.util.spec_from_file_location("measure_host_cpu", path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_host_cpu_spec_is_consistent_with_its_own_flags() -> None:
+    """The vector width and microarchitecture the file states follow from the flags it
+    records (Zen 3 and Zen 4 share CPU family 25; only Zen 4 has AVX-512)."""
+    import tomllib
+
+    data = tomllib.loads((SPEC_DIR / "host-cpu.toml").read_text())["cpu"]
+    flags = set(data["flags"].split())
+    m = _measure_script()
+    assert data["vector_bits"] == m.vector_bits(flags)
+    if data.get("microarch", "").startswith("znver"):
+        assert (data["microarch"] == "znver4") == ("avx512f" in flags)
+
+
+@pytest.mark.parametrize(
+    "info, flags, want",
+    [
+        ({"vendor_id": "AuthenticAMD", "cpu family": "25", "model": "1"}, {"avx2", "fma"}, "znver3"),
+        ({"vendor_id": "AuthenticAMD", "cpu family": "25", "model": "17"}, {"avx2", "avx512f"}, "znver4"),
+        ({"vendor_id": "AuthenticAMD", "cpu family": "23", "model": "49"}, {"avx2"}, "znver2"),
+        ({"vendor_id": "AuthenticAMD", "cpu family": "26", "model": "2"}, {"avx512f"}, "znver5"),
+        ({"vendor_id": "GenuineIntel", "cpu family": "6", "model": "143"}, {"avx512f"}, ""),
+        ({"vendor_id": "AuthenticAMD", "cpu family": "?"}, set(), ""),
+    ],
+)
+def test_microarch_from_family_and_flags(info: dict, flags: set, want: str) -> None:
+    assert _measure_script().microarch(info, flags) == want
+
+
 @pytest.mark.parametrize("name", [n for n in BUILTIN if n != "host-cpu"])
 def test_every_number_has_a_source_comment(name: str) -> None:
     """Each numeric setting carries a comment on its line, the line above, or its table header."""
