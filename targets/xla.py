@@ -528,6 +528,7 @@ _NO_TRAFFIC = frozenset(
         "add-dependency",
     }
 )
+_ASYNC_MOVES = frozenset({"copy-start", "copy-done", "slice-start", "slice-done"})
 _LAYOUT_OPS = frozenset(
     {"copy", "reshape", "transpose", "broadcast", "slice", "concatenate", "pad"}
 )
@@ -558,7 +559,7 @@ class HloTraffic:
     """The same at tiled sizes, with a VMEM prefetch counted on both ``copy-start`` and
     ``copy-done`` (a read and a write each): the rules XLA's TPU ``bytes accessed`` follows."""
     prefetch: float = 0.0
-    """Part of ``padded`` in asynchronous copies (copy-start + copy-done)."""
+    """Part of ``padded`` in asynchronous copies and slices into VMEM (start + done)."""
     layout: float = 0.0
     """Part of ``padded`` in ops that move data without computing (copy, reshape, transpose...)."""
     bf16_results: int = 0
@@ -580,19 +581,22 @@ def hlo_traffic(hlo_text: str) -> HloTraffic:
         return float(np.prod(sh.dims)) * _ITEMSIZE.get(sh.dtype, 4)
 
     for ins in instrs:
-        if ins.opcode in _NO_TRAFFIC:
-            continue
+        if ins.opcode in _NO_TRAFFIC or (
+            ins.opcode == "custom-call" and '"ConcatBitcast"' in ins.attrs
+        ):
+            continue  # ConcatBitcast: slices already adjacent in VMEM viewed as one array
         results = list(_parse_shapes(ins.shape))
         operands = [sh for o in ins.operands if o in table for sh in _parse_shapes(table[o].shape)]
-        if ins.opcode in ("copy-start", "copy-done"):
-            # copy-start's result repeats the source beside the destination; each half of the
-            # pair moves the whole array once: a read and a write.
-            src = operands[:1] if ins.opcode == "copy-start" else results[:1]
-            moved = 2 * sum(padded_bytes(sh) for sh in src)
+        if ins.opcode in _ASYNC_MOVES:
+            # An asynchronous copy or slice into VMEM: each half of the pair (start, done)
+            # moves the destination array once, a read and a write. copy-start's result is
+            # (destination, source, sync flag); slice-start's is ((source), destination, flag).
+            dest = results[1:2] if ins.opcode == "slice-start" else results[:1]
+            moved = 2 * sum(padded_bytes(sh) for sh in dest)
             out.padded += moved
             out.prefetch += moved
-            if ins.opcode == "copy-start":
-                out.logical += 2 * sum(logical(sh) for sh in src)
+            if ins.opcode.endswith("-start"):
+                out.logical += 2 * sum(logical(sh) for sh in dest)
             continue
         pb = sum(padded_bytes(sh) for sh in results + operands)
         out.padded += pb
