@@ -348,7 +348,7 @@ def cuda_to_ptx(
             f.write(source)
         gen = f"compute_{arch.removeprefix('sm_')}"
         cmd = [nvcc, "-ptx", f"-arch={gen}", "-O3", "-std=c++17", cu, "-o", out]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
+        proc = _run_nvcc(cmd, timeout_s)
         if proc.returncode != 0:
             raise RuntimeError(f"nvcc -ptx failed ({' '.join(cmd[1:4])}):\n{proc.stderr[-4000:]}")
         with open(out) as f:
@@ -368,9 +368,27 @@ def cuda_to_ptx(
             "-o",
             cubin,
         ]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
+        proc = _run_nvcc(cmd, timeout_s)
         info = proc.stderr if proc.returncode == 0 else f"ptxas failed:\n{proc.stderr[-4000:]}"
     return ptx_text, info
+
+
+def _run_nvcc(cmd: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
+    """Run nvcc; a timeout or a kill by a signal becomes a RuntimeError that says so.
+
+    A killed nvcc (the OOM killer on a loaded machine) returns a negative status and an empty
+    stderr; say which signal instead of reporting "nvcc failed" with nothing after it.
+    """
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(
+            f"nvcc {cmd[1]} did not finish in {timeout_s:.0f} s (machine overloaded?); "
+            "pass a larger timeout_s"
+        ) from None
+    if proc.returncode < 0:
+        proc.stderr = f"nvcc killed by signal {-proc.returncode}\n{proc.stderr}"
+    return proc
 
 
 # --------------------------------------------------------------------------- small helpers

@@ -54,6 +54,9 @@ ACTIVATIONS = ("gelu_erf", "gelu_tanh", "silu", "relu", "sigmoid", "tanh")
 
 DTYPES = ("float32", "float16", "bfloat16")
 
+MIN_TILE_K = 2
+"""Smallest k step: schedules of an extent-1 k loop fail (TVM folds the loop away)."""
+
 
 def apply_activation(x: tirx.PrimExpr, activation: str | None) -> tirx.PrimExpr:
     """The activation applied to one float32 value (``None``: identity)."""
@@ -329,7 +332,10 @@ def _matmul_cpu(
     # them to the micro-tile so the micro-kernel never straddles a tile edge.
     tm = round_up(min(tiles["tile_m"], round_up(m, mr)), mr)
     tn = round_up(min(tiles["tile_n"], round_up(n, nr)), nr)
-    tk = max(1, min(tiles["tile_k"], k))
+    # At least 2: a k-step loop of extent 1 is folded away by the schedule, and the A packing
+    # then no longer sits in a loop chain (ScheduleError in reorder). K = 1 (an outer product,
+    # e.g. rotary frequencies x positions) is zero-padded to 2.
+    tk = max(MIN_TILE_K, min(tiles["tile_k"], k))
     mp, np_, kp = round_up(m, tm), round_up(n, tn), round_up(k, tk)
     inputs, out, _st = _define(
         a_shape,
@@ -469,7 +475,7 @@ def _matmul_cuda_simt(
     n = b_shape[-2] if transpose_b else b_shape[-1]
     ty_n = tx_n = 16
     tm, tn, tk = _cuda_tiles(m, n, tiles, 16)
-    tk = max(1, min(tk, k))
+    tk = max(MIN_TILE_K, min(tk, k))  # see _matmul_cpu: an extent-1 k step breaks the fuse
     mp, np_, kp = round_up(m, tm), round_up(n, tn), round_up(k, tk)
     inputs, out, _ = _define(
         a_shape,

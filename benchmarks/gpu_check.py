@@ -1,0 +1,361 @@
+"""GPU check for an NVIDIA GPU machine (made for an H200): build, verify and time in < 10 min.
+
+    python benchmarks/gpu_check.py              # on a GPU machine -> results/gpu_check.md
+    python benchmarks/gpu_check.py --dry-run    # anywhere: build every CUDA artifact, then stop
+
+What it does, in order (each step prints a line; any failure is a table row, not a crash):
+
+1. Preflight: is there a GPU (``nvidia-smi``), can TVM launch CUDA kernels (the wheel must be
+   built with the CUDA runtime), does JAX see a CUDA device, does torch have CUDA. Without a
+   GPU it exits with status 2 and one line saying so (``--dry-run`` skips the GPU steps).
+2. Build: the GPT-2-style and Llama-style example blocks (the torch models of
+   ``tvm_speed.py``, imported through ``torch.export`` at ``--batch`` x ``--seq``) after the
+   optimising pipeline, lowered for ``tvm-cuda``
+   (CUDA source + PTX through nvcc, kernels traced to IR ops) and ``xla-gpu`` (deviceless for
+   the H200 when no GPU is attached); plus the fused attention kernel alone. Artifacts are
+   written under ``--artifacts``.
+3. Check (GPU only): each target's outputs against the float64 interpreter on random inputs,
+   max abs / rel error, pass/fail under the dtype tolerance (:mod:`irkit.check`).
+4. Time (GPU only): each target on each block, and the fused attention kernel (f16, causal)
+   against torch eager attention (``softmax(q kᵀ / √d) v``) and
+   ``torch.nn.functional.scaled_dot_product_attention`` on the same device. Medians of
+   ``--repeats`` calls after warm-up, with the inter-quartile spread.
+
+Nothing here is needed by CI; ``tests`` exercise the build path through ``--dry-run``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+PIPELINE = ("canonicalize,fuse-attention,fuse-norm,fuse-activation,fuse-elementwise,cse,dce,"
+            "tile-matmul{target=h200}")
+BLOCKS = ("gpt2", "llama")
+TARGETS = ("tvm-cuda", "xla-gpu")
+ATTN_SHAPES = ((1, 12, 1024, 64), (8, 16, 2048, 64))
+"""Fused-attention timing shapes (batch, heads, seq, head dim), causal, f16."""
+
+
+def log(msg: str) -> None:
+    print(f"[gpu_check {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- preflight
+
+
+def preflight() -> dict[str, str]:
+    """What this machine can do, as ``{capability: "yes ..." | "no: why"}``."""
+    facts: dict[str, str] = {}
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        p = subprocess.run([smi, "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
+                           capture_output=True, text=True, timeout=60, check=False)
+        facts["gpu"] = f"yes: {p.stdout.strip()}" if p.returncode == 0 and p.stdout.strip() else \
+            f"no: nvidia-smi failed ({p.stderr.strip()[:120]})"
+    else:
+        facts["gpu"] = "no: nvidia-smi not found"
+    try:
+        import tvm
+
+        facts["tvm-cuda runtime"] = "yes" if tvm.cuda(0).exist else \
+            "no: tvm.cuda(0) does not exist (no GPU, or a TVM wheel built without the CUDA runtime)"
+    except Exception as e:  # noqa: BLE001 - any failure means no TVM CUDA here
+        facts["tvm-cuda runtime"] = f"no: {type(e).__name__}: {str(e)[:120]}"
+    try:
+        from irkit.targets import xla_compile as xc
+
+        dev = xc._attached_gpu()
+        facts["jax gpu"] = f"yes: {dev}" if dev is not None else "no: jax sees no CUDA device"
+    except Exception as e:  # noqa: BLE001
+        facts["jax gpu"] = f"no: {type(e).__name__}: {str(e)[:120]}"
+    try:
+        import torch
+
+        facts["torch cuda"] = f"yes: {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else \
+            f"no: torch {torch.__version__} sees no CUDA device"
+    except Exception as e:  # noqa: BLE001
+        facts["torch cuda"] = f"no: {type(e).__name__}: {str(e)[:120]}"
+    from irkit.targets.tvm_kernels.common import find_nvcc
+
+    facts["nvcc"] = f"yes: {find_nvcc()}" if find_nvcc() else "no: nvcc not on PATH / CUDA_HOME"
+    return facts
+
+
+# --------------------------------------------------------------------------- build
+
+
+def block_module(name: str, batch: int, seq: int) -> Any:
+    """The example block (same configuration as ``tvm_speed.py``) imported with static shapes."""
+    from irkit.frontends.torch_export import import_torch_factory
+    from irkit.passmanager import PassManager
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from tvm_speed import block
+
+    model, inputs = block(name, batch, seq)
+    m = import_torch_factory(model, inputs, None)
+    PassManager(PIPELINE).run(m)
+    return m
+
+
+def build(blocks: list[str], batch: int, seq: int, outdir: Path, rows: list[dict[str, Any]]) -> dict[Any, Any]:
+    """Lower every block on every target; returns ``{(block, target): (module, artifact)}``."""
+    from irkit.targets.registry import get_target, load_targets
+
+    load_targets()
+    built: dict[Any, Any] = {}
+    for b in blocks:
+        m = block_module(b, batch, seq)
+        for tname in TARGETS:
+            row = {"step": "build", "block": b, "target": tname}
+            t0 = time.perf_counter()
+            try:
+                t = get_target(tname)
+                art = t.lower(m, {})
+                art.write(outdir / f"{b}_{tname}")
+                row["ok"] = True
+                row["seconds"] = time.perf_counter() - t0
+                files = ", ".join(f"{k} ({len(v) // 1024} KiB)" for k, v in sorted(art.files.items()))
+                fus = art.info.get("fusion")
+                row["note"] = f"{len(art.kernels)} kernels; {files}" + (f"; {fus}" if fus else "")
+                if tname == "tvm-cuda" and "kernels.ptx" not in art.files:
+                    row["ok"] = False
+                    row["note"] += "; no PTX (nvcc missing)"
+                built[(b, tname)] = (m, art)
+            except Exception as e:  # noqa: BLE001 - a failed build is a row
+                traceback.print_exc()
+                row.update(ok=False, seconds=time.perf_counter() - t0, note=_line(e))
+            log(f"build {b} {tname}: {'ok' if row['ok'] else 'FAILED'} ({row['seconds']:.1f} s) {row['note'][:160]}")
+            rows.append(row)
+    # the fused attention kernel alone (what the timing step launches)
+    from irkit.targets.tvm_kernels import attention as at
+    from irkit.targets.tvm_kernels import common as c
+
+    for shape in ATTN_SHAPES:
+        row = {"step": "build", "block": f"attention {'x'.join(map(str, shape))} f16 causal",
+               "target": "tvm-cuda kernel"}
+        t0 = time.perf_counter()
+        try:
+            k = at.attention(shape, shape, "float16", causal=True, target="cuda")
+            art = c.inspect(k, ptxas=True)
+            if art.ptx_error:
+                raise RuntimeError(art.ptx_error.splitlines()[0])
+            d = outdir / f"attention_{'x'.join(map(str, shape))}"
+            d.mkdir(parents=True, exist_ok=True)
+            from irkit.fileio import atomic_write
+
+            atomic_write(d / "kernel.cu", art.cuda_source or "")
+            atomic_write(d / "kernel.ptx", art.ptx or "")
+            atomic_write(d / "ptxas.txt", art.ptxas_info or "")
+            regs = [ln.strip() for ln in (art.ptxas_info or "").splitlines() if "registers" in ln]
+            row.update(ok=True, seconds=time.perf_counter() - t0,
+                       note=f"config {k.config}; {regs[0] if regs else ''}")
+            built[("attention", shape)] = k
+        except Exception as e:  # noqa: BLE001
+            traceback.print_exc()
+            row.update(ok=False, seconds=time.perf_counter() - t0, note=_line(e))
+        log(f"build attention {shape}: {'ok' if row['ok'] else 'FAILED'} ({row['seconds']:.1f} s)")
+        rows.append(row)
+    return built
+
+
+# --------------------------------------------------------------------------- check and time
+
+
+def timeit(fn: Callable[[], Any], sync: Callable[[], None], repeats: int, warmup: int = 3) -> tuple[float, float]:
+    for _ in range(warmup):
+        fn()
+    sync()
+    ts = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        ts.append(time.perf_counter() - t0)
+    a = np.asarray(ts) * 1e3
+    q1, med, q3 = np.percentile(a, [25, 50, 75])
+    return float(med), float((q3 - q1) / med) if med else 0.0
+
+
+def check_and_time(built: dict[Any, Any], batch: int, seq: int, repeats: int, rows: list[dict[str, Any]]) -> None:
+    from irkit.check import compare_all, module_tolerance
+    from irkit.interp import random_inputs
+    from irkit.interp import run as interp_run
+    from irkit.targets.registry import get_target
+
+    for (b, tname), val in built.items():
+        if b == "attention":
+            continue
+        m, art = val
+        row = {"step": "check+time", "block": b, "target": tname}
+        try:
+            t = get_target(tname)
+            if art.runner is None:
+                raise RuntimeError(f"{tname} cannot run here: {t.availability().reason}")
+            xs = random_inputs(m.entry, 0, {})
+            got = t.run(art, xs)
+            rep = compare_all(got, interp_run(m, xs, float64=True), module_tolerance(m))
+            worst = max(rep.comparisons, key=lambda c: getattr(c, "max_abs", 0.0))
+            med, spread = timeit(lambda: art.runner(xs), lambda: None, repeats)
+            row.update(ok=rep.ok, ms=med, spread=spread,
+                       note=f"oracle {'ok' if rep.ok else 'FAILED'}: {worst.describe()}")
+        except Exception as e:  # noqa: BLE001
+            traceback.print_exc()
+            row.update(ok=False, note=_line(e))
+        log(f"check {b} {tname}: {row.get('note', '')[:160]}")
+        rows.append(row)
+
+
+def time_attention(built: dict[Any, Any], repeats: int, rows: list[dict[str, Any]]) -> None:
+    """The fused kernel vs torch eager attention and SDPA, same inputs, same GPU."""
+    import torch
+    import tvm
+
+    from irkit.targets.tvm_kernels import attention as at
+    from irkit.targets.tvm_kernels import common as c
+
+    dev = torch.device("cuda")
+    for shape in ATTN_SHAPES:
+        k = built.get(("attention", shape))
+        name = f"attention {'x'.join(map(str, shape))} f16 causal"
+        gen = torch.Generator(device=dev).manual_seed(0)
+        q, kk, v = (torch.randn(shape, device=dev, dtype=torch.float16, generator=gen) for _ in range(3))
+        sync = torch.cuda.synchronize
+        scale = 1.0 / np.sqrt(shape[-1])
+        mask = torch.ones(shape[2], shape[2], device=dev, dtype=torch.bool).tril()
+
+        def eager() -> Any:
+            s = (q @ kk.transpose(-1, -2)) * scale
+            return torch.softmax(s.masked_fill(~mask, float("-inf")), -1) @ v
+
+        def sdpa() -> Any:
+            return torch.nn.functional.scaled_dot_product_attention(q, kk, v, is_causal=True)
+
+        res = {}
+        for label, fn in (("torch eager", eager), ("torch sdpa", sdpa)):
+            res[label] = timeit(fn, sync, repeats)
+        ref = sdpa().float().cpu().numpy()
+        if k is not None and tvm.cuda(0).exist:
+            try:
+                lib, _ = c.compile_kernel(k)
+                tdev = tvm.cuda(0)
+                args = [tvm.runtime.tensor(x.cpu().numpy(), tdev) for x in (q, kk, v)]
+                out = tvm.runtime.empty(shape, "float16", tdev)
+                f = lib[k.name]
+                f(*args, out)
+                err = float(np.abs(out.numpy().astype(np.float32) - ref).max())
+                ref64 = at.reference(*(x.cpu().numpy() for x in (q, kk, v)), causal=True)
+                err64 = float(np.abs(out.numpy().astype(np.float64) - ref64).max())
+                res["irkit tvm-cuda"] = timeit(lambda: f(*args, out), tdev.sync, repeats)
+                note = f"max abs vs sdpa {err:.1e}, vs float64 {err64:.1e}"
+            except Exception as e:  # noqa: BLE001
+                traceback.print_exc()
+                note = f"irkit kernel: {_line(e)}"
+        else:
+            note = "irkit kernel not run: TVM has no CUDA runtime here" if k is not None else "irkit kernel not built"
+        flops = 4 * shape[0] * shape[1] * shape[2] * shape[2] * shape[3] / 2  # causal half
+        for label, (med, spread) in res.items():
+            rows.append({"step": "attention", "block": name, "target": label, "ok": True, "ms": med,
+                         "spread": spread, "note": f"{flops / med / 1e9:.1f} TF/s" +
+                         (f"; {note}" if label == "irkit tvm-cuda" else "")})
+        if "irkit tvm-cuda" not in res:
+            rows.append({"step": "attention", "block": name, "target": "irkit tvm-cuda", "ok": False, "note": note})
+        log(f"attention {shape}: " + ", ".join(f"{k_} {v_[0]:.3f} ms" for k_, v_ in res.items()))
+
+
+# --------------------------------------------------------------------------- report
+
+
+def _line(e: BaseException) -> str:
+    lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
+    return f"{type(e).__name__}: {(lines[-1] if lines else '')[:200]}"
+
+
+def report(facts: dict[str, str], rows: list[dict[str, Any]], argv: list[str], wall: float, dry: bool) -> str:
+    cmd = "python benchmarks/gpu_check.py " + shlex.join(argv)
+    out = [f"# GPU check{' (dry run: build only)' if dry else ''}", "",
+           f"Command: `{cmd.strip()}`", "",
+           f"Host: {platform.node() and 'x86_64' if platform.machine() == 'x86_64' else platform.machine()}, "
+           f"{os.cpu_count()} CPU cores; took {wall:.0f} s. irkit pipeline: `{PIPELINE}`.", "",
+           "| capability | here |", "|---|---|"]
+    out += [f"| {k} | {v} |" for k, v in facts.items()]
+    out += ["", "| step | block | target | ok | ms (median) | spread | seconds | notes |",
+            "|---|---|---|---|---:|---:|---:|---|"]
+    for r in rows:
+        ms = f"{r['ms']:.3f}" if "ms" in r else ""
+        sp = f"{r['spread']:.0%}" if "spread" in r else ""
+        sec = f"{r['seconds']:.1f}" if "seconds" in r else ""
+        note = str(r.get("note", "")).replace("|", "/")
+        out.append(f"| {r['step']} | {r['block']} | {r['target']} | {'yes' if r.get('ok') else 'NO'} | "
+                   f"{ms} | {sp} | {sec} | {note} |")
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dry-run", action="store_true", help="build every artifact, run nothing")
+    ap.add_argument("--blocks", default=",".join(BLOCKS))
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--seq", type=int, default=512)
+    ap.add_argument("--repeats", type=int, default=50)
+    ap.add_argument("--artifacts", default="out/gpu_check", help="folder for the built artifacts")
+    ap.add_argument("--out", default=None,
+                    help="results file (default benchmarks/results/gpu_check.md; a dry run writes "
+                         "nothing unless given; '-' for stdout)")
+    args = ap.parse_args(argv)
+    t_start = time.perf_counter()
+    facts = preflight()
+    for k, v in facts.items():
+        log(f"{k}: {v}")
+    if not args.dry_run and not facts["gpu"].startswith("yes"):
+        print(f"gpu_check.py: no NVIDIA GPU here ({facts['gpu'][4:]}); run it on a GPU machine, or pass "
+              "--dry-run to build the CUDA artifacts without running them", file=sys.stderr)
+        return 2
+    rows: list[dict[str, Any]] = []
+    blocks = [b for b in args.blocks.split(",") if b]
+    for b in blocks:
+        if b not in BLOCKS:
+            print(f"gpu_check.py: unknown block {b!r}; expected one of {', '.join(BLOCKS)}", file=sys.stderr)
+            return 2
+    built = build(blocks, args.batch, args.seq, Path(args.artifacts), rows)
+    if not args.dry_run:
+        check_and_time(built, args.batch, args.seq, args.repeats, rows)
+        if facts["torch cuda"].startswith("yes"):
+            time_attention(built, args.repeats, rows)
+        else:
+            rows.append({"step": "attention", "block": "-", "target": "torch", "ok": False,
+                         "note": f"torch without CUDA: {facts['torch cuda']}"})
+    text = report(facts, rows, argv, time.perf_counter() - t_start, args.dry_run)
+    out = args.out if args.out is not None else (None if args.dry_run else
+                                                 str(ROOT / "benchmarks/results/gpu_check.md"))
+    if out == "-":
+        print(text)
+    elif out:
+        from irkit.fileio import atomic_write
+
+        atomic_write(Path(out), text)
+        log(f"wrote {out}")
+    failed = [r for r in rows if not r.get("ok")]
+    log(f"done in {time.perf_counter() - t_start:.0f} s; {len(failed)} failing row(s)")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
