@@ -1,11 +1,15 @@
 """The long reliability run behind `make fuzz`; writes RELIABILITY.md.
 
-1. random-graph properties for every registered pass (IRKIT_FUZZ_EXAMPLES graphs each,
-   10,000 by default here; CI runs 500);
-2. 100,000 mutated IR texts through the parser;
+1. random-graph properties (tests/property/test_random_graphs.py) with
+   ``--graphs`` graphs for every registered pass, every standard pipeline, the
+   print/parse round trip and canonicalize's idempotence, and ``--target-graphs``
+   for every target that runs here (CI runs 500 and 20);
+2. ``--texts`` mutated IR texts through the parser;
 3. the malformed ONNX / .pt2 corpus through the frontends.
 
-Run: make fuzz   (or: python scripts/fuzz.py --graphs 10000 --texts 100000)
+Run: make fuzz   (or: python scripts/fuzz.py --graphs 10000 --target-graphs 500 --texts 100000)
+``--only graphs,texts,malformed`` runs some stages; the report keeps the sections
+of the stages not run from the previous RELIABILITY.md.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -20,62 +25,142 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+STAGES = ("graphs", "texts", "malformed")
+TITLES = {"graphs": "## Random graphs", "texts": "## Parser fuzzing", "malformed": "## Malformed models"}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--graphs", type=int, default=10000, help="random graphs per pass and property")
-    ap.add_argument("--texts", type=int, default=100000, help="mutated IR texts")
-    ap.add_argument("--out", default=str(ROOT / "RELIABILITY.md"))
-    args = ap.parse_args()
-    lines = [f"# Reliability runs\n\nProduced by `python scripts/fuzz.py --graphs {args.graphs} --texts {args.texts}` "
-             f"on {datetime.date.today()} ({os.cpu_count()} cores).\n"]
+def _commit() -> str:
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True).stdout.strip()
+        return head + (" with local changes" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown commit"
+
+
+def stage_graphs(args: argparse.Namespace) -> tuple[list[str], bool]:
+    t0 = time.perf_counter()
+    env = dict(os.environ, IRKIT_FUZZ_EXAMPLES=str(args.graphs), IRKIT_FUZZ_TARGET_EXAMPLES=str(args.target_graphs))
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", str(args.workers), "-rA",
+           "--durations=0", str(ROOT / "tests" / "property" / "test_random_graphs.py")]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
+    dt = time.perf_counter() - t0
+    out = r.stdout.splitlines()
+    secs: dict[str, float] = {}
+    for ln in out:
+        m = re.match(r"\s*([\d.]+)s call\s+\S+::(\S+)", ln)
+        if m:
+            secs[m.group(2)] = float(m.group(1))
+    results = [(ln.split("::", 1)[-1].split(" ")[0], ln.startswith("PASSED"))
+               for ln in out if ln.startswith(("PASSED", "FAILED"))]
+    lines = [TITLES["graphs"] + "\n",
+             f"Hypothesis (derandomized), {args.workers} workers, {dt / 60:.1f} min in all. Graphs per property: "
+             f"{args.graphs} for each pass, pipeline and text property; {args.target_graphs} for each target "
+             "(each graph is compiled).\n",
+             "| property | graphs | result | minutes |", "|---|---:|---|---:|"]
+    for name, ok in sorted(results):
+        n = args.target_graphs if name.startswith("test_target_matches_oracle") else args.graphs
+        lines.append(f"| {name} | {n} | {'passed' if ok else 'FAILED'} | {secs.get(name, 0) / 60:.1f} |")
+    failed = [n for n, ok in results if not ok]
+    lines.append(f"\n{len(results) - len(failed)} passed, {len(failed)} failed.\n")
+    if failed or r.returncode not in (0, 1):
+        lines.append("```\n" + (r.stdout + r.stderr)[-6000:] + "\n```\n")
+    return lines, not failed and r.returncode == 0
+
+
+def stage_texts(args: argparse.Namespace) -> tuple[list[str], bool]:
+    from irkit.testing import parser_fuzz
+
+    from concurrent.futures import ProcessPoolExecutor
 
     t0 = time.perf_counter()
-    env = dict(os.environ, IRKIT_FUZZ_EXAMPLES=str(args.graphs))
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2",
-                        str(ROOT / "tests" / "property" / "test_random_graphs.py"), "-rA"],
-                       env=env, capture_output=True, text=True)
+    k = max(1, args.workers)
+    sizes = [args.texts // k + (1 if i < args.texts % k else 0) for i in range(k)]
+    with ProcessPoolExecutor(k) as ex:  # one seed per worker: disjoint, reproducible mutation streams
+        parts = list(ex.map(parser_fuzz.run, sizes, range(k)))
+    rep = parser_fuzz.FuzzReport(
+        runs=sum(p.runs for p in parts), parse_errors=sum(p.parse_errors for p in parts),
+        parsed=sum(p.parsed for p in parts), verify_errors=sum(p.verify_errors for p in parts),
+        failures=[f"seed {i}, {f}" for i, p in enumerate(parts) for f in p.failures],
+        slowest=max(p.slowest for p in parts))
     dt = time.perf_counter() - t0
-    passed = [ln for ln in r.stdout.splitlines() if ln.startswith("PASSED")]
-    failed = [ln for ln in r.stdout.splitlines() if ln.startswith("FAILED")]
-    lines.append("## Random graphs\n")
-    lines.append(f"{args.graphs} graphs per property and pass (hypothesis, derandomized), {dt / 60:.1f} min.\n")
-    lines.append("| property | result |\n|---|---|")
-    for ln in passed + failed:
-        name = ln.split("::", 1)[-1].split(" ")[0]
-        lines.append(f"| {name} | {'passed' if ln.startswith('PASSED') else 'FAILED'} |")
-    lines.append(f"\n{len(passed)} passed, {len(failed)} failed.\n")
-    if failed:
-        lines.append("```\n" + r.stdout[-6000:] + "\n```\n")
+    lines = [TITLES["texts"] + "\n",
+             f"{rep.runs} mutated IR texts (byte flips, truncations, token swaps, deletions, duplications; "
+             f"{k} processes, seeds 0-{k - 1}) in {dt:.0f} s: {rep.parse_errors} clean `file:line:col` errors, {rep.parsed} parsed "
+             f"({rep.verify_errors} then rejected by the verifier), **{len(rep.failures)} failures**; slowest "
+             f"case {rep.slowest * 1e3:.0f} ms.\n"]
+    lines += [f"- {f}" for f in rep.failures[:50]]
+    return lines, not rep.failures
 
-    from irkit.testing import malformed, parser_fuzz
 
-    t0 = time.perf_counter()
-    rep = parser_fuzz.run(args.texts)
-    dt = time.perf_counter() - t0
-    lines.append("## Parser fuzzing\n")
-    lines.append(f"{rep.runs} mutated IR texts (byte flips, truncations, token swaps, deletions, duplications) "
-                 f"in {dt:.0f} s: {rep.parse_errors} clean `file:line:col` errors, {rep.parsed} parsed "
-                 f"({rep.verify_errors} then rejected by the verifier), **{len(rep.failures)} failures**; slowest "
-                 f"case {rep.slowest * 1e3:.0f} ms.\n")
-    for f in rep.failures[:50]:
-        lines.append(f"- {f}")
+def stage_malformed(args: argparse.Namespace) -> tuple[list[str], bool]:
+    from irkit.testing import malformed
 
     folder = Path(tempfile.mkdtemp(prefix="irkit-malformed-"))
     cases = malformed.generate(folder)
+    malformed.warm_up(folder)
     outcomes = [malformed.check(p) for p in cases]
     bad = [o for o in outcomes if not o.clean or o.seconds > 1.0 or o.peak_bytes > 256 << 20]
-    lines.append("\n## Malformed models\n")
-    lines.append(f"{len(cases)} generated malformed ONNX and .pt2 files (`python -m irkit.testing.malformed`): "
-                 f"{len(cases) - len(bad)} met with one clean error line (or imported, where the mutation was "
-                 f"harmless), **{len(bad)} failures**; slowest {max(o.seconds for o in outcomes):.3f} s, largest "
-                 f"allocation {max(o.peak_bytes for o in outcomes) / 2**20:.1f} MiB.\n")
-    for o in bad[:50]:
-        lines.append(f"- {o.path.relative_to(folder)}: {o.seconds:.2f} s, {o.message}")
-    Path(args.out).write_text("\n".join(lines) + "\n")
-    print(f"wrote {args.out}")
-    return 1 if failed or rep.failures or bad else 0
+    lines = [TITLES["malformed"] + "\n",
+             f"{len(cases)} generated malformed ONNX and .pt2 files (`python -m irkit.testing.malformed`): "
+             f"{len(cases) - len(bad)} met with one clean error line (or imported, where the mutation was "
+             f"harmless), **{len(bad)} failures**; slowest {max(o.seconds for o in outcomes):.3f} CPU s "
+             f"({max(o.wall_seconds for o in outcomes):.3f} s wall), largest "
+             f"allocation {max(o.peak_bytes for o in outcomes) / 2**20:.1f} MiB.\n"]
+    lines += [f"- {o.path.relative_to(folder)}: {o.seconds:.2f} CPU s, {o.message}" for o in bad[:50]]
+    return lines, not bad
+
+
+def _previous_sections(path: Path) -> dict[str, str]:
+    """The sections of an existing report, by stage."""
+    if not path.exists():
+        return {}
+    text = path.read_text()
+    out: dict[str, str] = {}
+    for stage, title in TITLES.items():
+        i = text.find(title + "\n")
+        if i < 0:
+            continue
+        j = min([k for k in (text.find("\n## ", i + 1),) if k > 0] or [len(text)])
+        out[stage] = text[i:j].rstrip() + "\n"
+    return out
+
+
+def main() -> int:
+    from irkit.fileio import atomic_write
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--graphs", type=int, default=10000, help="random graphs per pass, pipeline and property")
+    ap.add_argument("--target-graphs", type=int, default=500, help="random graphs per runnable target")
+    ap.add_argument("--texts", type=int, default=100000, help="mutated IR texts")
+    ap.add_argument("--workers", type=int, default=2, help="pytest-xdist workers for the graph properties")
+    ap.add_argument("--only", default=",".join(STAGES), help="comma list of stages: " + ", ".join(STAGES))
+    ap.add_argument("--out", default=str(ROOT / "RELIABILITY.md"))
+    args = ap.parse_args()
+    only = [s.strip() for s in args.only.split(",") if s.strip()]
+    unknown = [s for s in only if s not in STAGES]
+    if unknown:
+        ap.error(f"unknown stage {unknown[0]!r}; expected some of {', '.join(STAGES)}")
+    out = Path(args.out)
+    sections = _previous_sections(out)
+    ok = True
+    for stage in only:
+        print(f"fuzz: {stage} ...", flush=True)
+        lines, good = {"graphs": stage_graphs, "texts": stage_texts, "malformed": stage_malformed}[stage](args)
+        ok &= good
+        when = f"_Run on {datetime.date.today()} at commit {_commit()}, {os.cpu_count()} cores._\n"
+        sections[stage] = "\n".join([lines[0], when, *lines[1:]]) + "\n"
+    head = ("# Reliability runs\n\nProduced by `python scripts/fuzz.py` (`make fuzz`: "
+            "`--graphs 10000 --target-graphs 500 --texts 100000`); each section says when and at which commit it "
+            "ran. Every failure found becomes a regression test; this file lists none open when all sections say "
+            "0 failed.\n")
+    atomic_write(out, head + "\n" + "\n".join(sections[s] for s in STAGES if s in sections))
+    print(f"wrote {out}")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -32,14 +32,10 @@ def test_malformed_models_get_clean_errors(tmp_path: Path) -> None:
 
     cases = malformed.generate(tmp_path)
     assert len(cases) >= 200
-    import onnx
-
-    warm = tmp_path / "warm.onnx"
-    onnx.save(malformed._base_model(), str(warm))
-    malformed.check(warm)
+    malformed.warm_up(tmp_path)
     outcomes = [malformed.check(p) for p in cases]
     bad = [f"{o.path.name}: {o.message} ({o.seconds:.2f}s)" for o in outcomes
            if not o.clean or o.peak_bytes > 256 << 20]
     assert not bad, bad[:10]
-    slow = [o for o in outcomes if o.seconds > 1.0]
-    assert len(slow) <= 2, [(o.path.name, o.seconds) for o in slow]  # a loaded CI machine may stall once
+    slow = [o for o in outcomes if o.seconds > 1.0]  # CPU seconds: a loaded machine does not inflate them
+    assert not slow, [(o.path.name, o.seconds) for o in slow]
