@@ -15,7 +15,7 @@ import os
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, note, settings
 
 from irkit.check import compare_all, module_tolerance
 from irkit.interp import random_inputs, run
@@ -76,3 +76,74 @@ def test_canonicalize_idempotent(m) -> None:
     once = print_module(m)
     p.run(m, PassContext())
     assert print_module(m) == once
+
+
+# -- whole pipelines: what a user runs before lowering to each kind of hardware
+
+FUSE = "canonicalize,fuse-attention,fuse-norm,fuse-activation,fuse-elementwise,cse,dce"
+PIPELINES = {
+    "fuse": FUSE,
+    "tpu": f"{FUSE},tile-matmul{{target=tpu-v5e}},assign-layout{{target=tpu-v5e}},canonicalize,cse,dce",
+    "gpu": f"{FUSE},tile-matmul{{target=h100}},assign-layout{{target=h100}},canonicalize,cse,dce",
+    "bf16": f"{FUSE},mixed-precision{{compute=bf16}},canonicalize,cse,dce",
+}
+
+
+@pytest.mark.parametrize("pipeline", sorted(PIPELINES))
+def test_pipeline_preserves_semantics(pipeline: str) -> None:
+    from irkit.passmanager import run_pipeline
+
+    @SETTINGS
+    @given(modules())
+    def prop(m) -> None:
+        note(print_module(m))
+        xs = random_inputs(m.entry, seed=2)
+        oracle = run(m, xs, float64=True)
+        after_m = m.clone()
+        run_pipeline(after_m, PIPELINES[pipeline], verify_each=True)
+        after = run(after_m, xs)
+        rep = compare_all(after, oracle, module_tolerance(after_m))
+        assert rep.ok, [c.describe() for c in rep.comparisons] + [print_module(m)]
+
+    prop()
+
+
+# -- every target that runs here: its outputs match the oracle on the same random graphs.
+# Targets compile each graph (seconds for TVM), so they get fewer examples than passes:
+# IRKIT_FUZZ_TARGET_EXAMPLES (CI 20; `make fuzz` 1,000).
+
+NT = int(os.environ.get("IRKIT_FUZZ_TARGET_EXAMPLES", "20"))
+
+
+def _runnable_targets() -> list[str]:
+    from irkit.targets.registry import TARGETS, get_target, load_targets
+
+    load_targets()
+    return sorted(n for n in TARGETS if get_target(n).availability().can_run)
+
+
+@pytest.mark.parametrize("target", _runnable_targets())
+@pytest.mark.parametrize("pipeline", ["none", "fuse"])
+def test_target_matches_oracle(target: str, pipeline: str) -> None:
+    from irkit.interp import bind_symbols
+    from irkit.passmanager import run_pipeline
+    from irkit.targets.registry import get_target
+
+    t = get_target(target)
+
+    # No shrinking: each step would compile again; the failing module is printed instead.
+    @settings(SETTINGS, max_examples=NT, phases=[Phase.explicit, Phase.reuse, Phase.generate])
+    @given(modules())
+    def prop(m) -> None:
+        note(print_module(m))
+        xs = random_inputs(m.entry, seed=3)
+        oracle = run(m, xs, float64=True)
+        lowered = m.clone()
+        if pipeline != "none":
+            run_pipeline(lowered, PIPELINES[pipeline])
+        art = t.lower(lowered, bind_symbols(lowered.entry, xs))
+        got = t.run(art, xs)
+        rep = compare_all(got, oracle, module_tolerance(lowered))
+        assert rep.ok, [c.describe() for c in rep.comparisons] + [print_module(m)]
+
+    prop()
