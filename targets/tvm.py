@@ -36,6 +36,10 @@ _TVM_DTYPE = {DType.f64: "float64", DType.f32: "float32", DType.f16: "float16", 
               DType.i64: "int64", DType.i32: "int32", DType.i8: "int8", DType.bool: "bool"}
 
 
+_OPAQUE = 8
+"""``relax.OpPatternKind.kOpaque``: FuseOps never groups a function with this ``op_pattern``."""
+
+
 def _tvm_available() -> str | None:
     try:
         import tvm  # noqa: F401
@@ -113,7 +117,10 @@ class _Lowerer:
 
     def call_kernel(self, kernel: Any, args: list[Any], op: Op, ops: list[Op]) -> Any:
         relax = self.relax
-        func = kernel.func.with_attr("tirx.is_scheduled", True)
+        # Opaque to Relax FuseOps: a hand-scheduled kernel already holds its fused epilogue, and
+        # FuseTIR cannot merge it with a TOPI neighbour anyway (our buffers have int32 shapes,
+        # legalized TOPI's have int64, and FuseTIR rejects the pair as "inconsistent buffers").
+        func = kernel.func.with_attr("tirx.is_scheduled", True).with_attr("op_pattern", _OPAQUE)
         name = self.kname(op)
         gv = self.bb.add_func(func, name)
         outs = [relax.TensorType(list(o.shape), o.dtype) for o in kernel.outputs]
