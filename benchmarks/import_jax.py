@@ -149,7 +149,9 @@ def main() -> int:
     out = note + table + "\n"
     print(out)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(out)
+    from irkit.fileio import atomic_write
+
+    atomic_write(args.out, out)
     return 0
 
 

@@ -149,7 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
+    from irkit.fileio import atomic_write
+
+    atomic_write(out, text)
     return 0
 
 

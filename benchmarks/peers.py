@@ -853,7 +853,9 @@ def main() -> int:
     print(text)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
+    from irkit.fileio import atomic_write
+
+    atomic_write(out, text)
     print(f"wrote {out}", file=sys.stderr)
     return 0
 

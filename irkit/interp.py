@@ -24,7 +24,7 @@ and every target compute; everything else stays in f64.  The cone follows
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 

@@ -113,6 +113,11 @@ FAST = {
     ("gpt2_tiny", "none"), ("gpt2_tiny_sdpa", "none"), ("bert_tiny_sdpa", "none"),
     ("llama_tiny_sdpa", "none"), ("t5_encoder_tiny", "none"), ("vit_tiny", "none"),
     ("gpt2_tiny_sdpa", "core"),
+    # fp16 and bf16 weights with fp32 upcasts; T5's decoder (one-sided buckets, causal triu,
+    # cross-attention) and its SDPA form (bias as a float mask, scale 1); ViT with SDPA;
+    # GQA through repeat_interleave.
+    ("gpt2_tiny_fp16", "none"), ("llama_tiny_bf16", "none"), ("t5_tiny", "none"),
+    ("t5_encoder_tiny_sdpa", "none"), ("vit_tiny_sdpa", "none"), ("llama_tiny_interleave", "none"),
 }
 DECOMPS = ("none", "core", "core-keep-attention")
 
