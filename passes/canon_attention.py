@@ -142,6 +142,9 @@ def reaches_softmax(v: Value, depth: int = 8) -> bool:
                 continue
             if reaches_softmax(r, depth - 1):
                 return True
+        elif u.name == "ik.transpose" and tuple(u.attrs["perm"])[-1:] == (v.type.rank - 1,) \
+                and reaches_softmax(u.results[0], depth - 1):
+            return True  # JAX's grouped scores: [B, K, T, G, S] permuted to [B, K, G, T, S], keys last
     return False
 
 
@@ -686,10 +689,15 @@ class ScaleThroughShape(Pattern):
 
 
 class ScaleOutOfScores(Pattern):
-    """``matmul(mul(q, a), mul(kT, b))`` on the attention scores → ``mul(matmul(q, kT), a*b)``."""
+    """``matmul(mul(q, a), mul(kT, b))`` on the attention scores → ``mul(matmul(q, kT), a*b)``.
+
+    The same for an ``ik.contract`` (a contraction is linear in each operand): JAX's grouped
+    ``[B, T, K, G, D] · [B, S, K, D]`` scores stay a contraction, and a scale on Q or K must
+    still reach the scores.
+    """
 
     name = "attention-scale-out-of-matmul"
-    roots = ("ik.matmul",)
+    roots = ("ik.matmul", "ik.contract")
 
     def match(self, op: Op) -> Match | None:
         f = 1.0
@@ -711,7 +719,7 @@ class ScaleOutOfScores(Pattern):
         return Match(operands=new, f=f)
 
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
-        mm = rw.create(op, "ik.matmul", m["operands"], {}).results[0]
+        mm = rw.create(op, op.name, m["operands"], dict(op.attrs)).results[0]
         c = const_scalar(rw, op, m["f"], mm.type.dtype)
         rw.replace_op(op, [mk(rw, op, "ik.mul", mm, c)])
 

@@ -2,7 +2,7 @@
 
 :func:`build_attention` composes one spelling from independent choices — the
 layout (BHSD, BSHD with permutes, 3-D bmm over flattened heads, JAX
-dot_general), where the scale sits, how the mask is written, how K/V heads are
+dot_general, and ``jax.nn.dot_product_attention``'s grouped form), where the scale sits, how the mask is written, how K/V heads are
 repeated (GQA), and how softmax is written — so the property test can draw
 from the whole product and the example tests below can name the cases that
 matter.  Other fusion test modules import these builders.
@@ -21,7 +21,10 @@ from irkit.ir import Builder, DType, Module, SymDim, TensorType, Value, verify
 from irkit.ir.builder import module_of, new_function
 from irkit.passmanager import PassContext, PassManager
 
-LAYOUTS = ("bhsd", "bshd", "bmm3d", "jax", "native3d")
+LAYOUTS = ("bhsd", "bshd", "bmm3d", "jax", "native3d", "jax-grouped")
+"""``jax-grouped``: ``jax.nn.dot_product_attention``'s einsums, Q reshaped to ``[B, T, K, G, D]`` (K
+key/value heads, G query heads each) and contracted with K into ``[B, K, G, T, S]`` scores; it is
+grouped-query attention by construction, so K and V always have ``HKV`` heads and are never repeated."""
 SCALES = ("scores-mul", "scores-div", "q-mul", "k-mul", "kt-mul", "split-sqrt", "none", "tensor-const",
           "rsqrt-expr", "q-div")
 MASKS = ("none", "causal-where", "causal-buffer", "causal-iota", "masked-fill-inf", "padding-additive",
@@ -45,7 +48,7 @@ class Spelling:
     @property
     def valid(self) -> bool:
         """Combinations the builder can express (GQA needs separate head dims; 3-D has no heads)."""
-        if self.layout in ("bmm3d", "native3d") and self.gqa != "none":
+        if self.layout in ("bmm3d", "native3d", "jax-grouped") and self.gqa != "none":
             return False
         return not (self.layout == "native3d" and self.mask.startswith("padding") or self.layout == "native3d" and self.mask == "causal+padding")
 
@@ -66,7 +69,7 @@ def _c(b: Builder, x: float, dt: DType, shape: tuple = ()) -> Value:
 def build_attention(sp: Spelling) -> Module:
     """A function computing attention in spelling ``sp``; arguments q, k, v (+ mask/bias inputs)."""
     dt = sp.dtype
-    hkv = HKV if sp.gqa != "none" else H
+    hkv = HKV if sp.gqa != "none" or sp.layout == "jax-grouped" else H
     bd: object = SymDim.symbol("B") if sp.symbolic else B
     sd: object = SymDim.symbol("S") if sp.symbolic else S
     if sp.layout in ("bhsd", "bmm3d"):
@@ -81,7 +84,8 @@ def build_attention(sp: Spelling) -> Module:
         args.append(TensorType((bd, sd), DType.i64 if sp.mask != "padding-bool" else DType.bool))
         names.append("attention_mask")
     if sp.mask == "bias":
-        args.append(TensorType((1, H, sd, sd) if sp.layout != "native3d" else (sd, sd), dt))
+        bias_shape = {"native3d": (sd, sd), "jax-grouped": (1, HKV, H // HKV, sd, sd)}.get(sp.layout, (1, H, sd, sd))
+        args.append(TensorType(bias_shape, dt))
         names.append("bias")
     f, b = new_function("main", args, names)
     q, k, v = f.args[:3]
@@ -135,12 +139,17 @@ def build_attention(sp: Spelling) -> Module:
         if sp.scale == "split-sqrt":
             kt = b.mul(kt, _c(b, math.sqrt(SCALE), dt))
         s = b.matmul(q, kt)
-    else:  # jax: einsum('bqhd,bkhd->bhqk')
+    else:  # jax, jax-grouped: dot_general on [B, S, H, D]
         if sp.scale == "kt-mul":
             k = b.mul(k, _c(b, SCALE, dt))
         if sp.scale == "split-sqrt":
             k = b.mul(k, _c(b, math.sqrt(SCALE), dt))
-        s = b.contract(q, k, lhs_batch=(0, 2), rhs_batch=(0, 2), lhs_contract=(3,), rhs_contract=(3,))
+        if sp.layout == "jax-grouped":  # einsum('BTKGH,BSKH->BKGTS')
+            q5 = b.reshape(q, shape=(bd, sd, HKV, H // HKV, D))
+            s = b.contract(q5, k, lhs_batch=(0, 2), rhs_batch=(0, 2), lhs_contract=(4,), rhs_contract=(3,))
+            s = b.transpose(s, perm=(0, 1, 3, 2, 4))
+        else:  # einsum('bqhd,bkhd->bhqk')
+            s = b.contract(q, k, lhs_batch=(0, 2), rhs_batch=(0, 2), lhs_contract=(3,), rhs_contract=(3,))
 
     # -- scale on the scores
     if sp.scale == "scores-mul":
@@ -148,7 +157,7 @@ def build_attention(sp: Spelling) -> Module:
     elif sp.scale == "scores-div":
         s = b.div(s, _c(b, math.sqrt(D), dt))
     elif sp.scale == "tensor-const":
-        s = b.mul(s, _c(b, SCALE, dt, (1, 1, 1, 1) if s.type.rank == 4 else (1, 1, 1)))
+        s = b.mul(s, _c(b, SCALE, dt, (1,) * s.type.rank))
     elif sp.scale == "rsqrt-expr":
         s = b.mul(s, b.rsqrt(_c(b, float(D), dt)))
 
@@ -175,9 +184,10 @@ def build_attention(sp: Spelling) -> Module:
 
     def padding_keep() -> Value:
         assert extra is not None
-        m4 = b.reshape(extra, shape=(bd, 1, 1, sd))
+        m4 = b.reshape(extra, shape=padded)
         return m4 if m4.type.dtype.is_bool else b.ne(m4, b.scalar(0, DType.i64))
 
+    padded = (bd,) + (1,) * (rank - 2) + (sd,)  # a [B, S] padding mask against the scores
     finfo_min = float(np.finfo(sdt.np).min) if sdt != DType.bf16 else -3.3895e38
     if sp.mask in ("causal-where", "causal-buffer", "causal-iota"):
         s = b.where(causal_keep(), s, _c(b, finfo_min, sdt))
@@ -186,12 +196,12 @@ def build_attention(sp: Spelling) -> Module:
         s = b.where(dropped, _c(b, -math.inf, sdt), s)
     elif sp.mask == "padding-additive":
         assert extra is not None
-        m4 = b.cast(b.reshape(extra, shape=(bd, 1, 1, sd)), to=sdt)
+        m4 = b.cast(b.reshape(extra, shape=padded), to=sdt)
         add = b.mul(b.sub(_c(b, 1.0, sdt), m4), _c(b, -10000.0, sdt))
         s = b.add(s, add)
     elif sp.mask == "padding-finfo":
         assert extra is not None
-        m4 = b.cast(b.reshape(extra, shape=(bd, 1, 1, sd)), to=sdt)
+        m4 = b.cast(b.reshape(extra, shape=padded), to=sdt)
         add = b.mul(b.sub(_c(b, 1.0, sdt), m4), _c(b, finfo_min, sdt))
         s = b.add(s, add)
     elif sp.mask == "padding-bool":
@@ -199,7 +209,7 @@ def build_attention(sp: Spelling) -> Module:
     elif sp.mask == "causal+padding":
         s = b.where(causal_keep(), s, _c(b, -1e9 if sdt == DType.f32 else finfo_min, sdt))
         assert extra is not None
-        m4 = b.cast(b.reshape(extra, shape=(bd, 1, 1, sd)), to=sdt)
+        m4 = b.cast(b.reshape(extra, shape=padded), to=sdt)
         s = b.add(s, b.mul(b.sub(_c(b, 1.0, sdt), m4), _c(b, -10000.0, sdt)))
     elif sp.mask == "bias":
         assert extra is not None
@@ -227,6 +237,9 @@ def build_attention(sp: Spelling) -> Module:
     elif sp.layout == "jax":
         o = b.contract(p, v, lhs_batch=(0, 1), rhs_batch=(0, 2), lhs_contract=(3,), rhs_contract=(1,))
         o = b.transpose(o, perm=(0, 2, 1, 3))
+    elif sp.layout == "jax-grouped":  # einsum('BKGTS,BSKH->BTKGH'), then heads merged back
+        o = b.contract(p, v, lhs_batch=(0, 1), rhs_batch=(0, 2), lhs_contract=(4,), rhs_contract=(1,))
+        o = b.reshape(b.transpose(o, perm=(0, 3, 1, 2, 4)), shape=(bd, sd, H, D))
     else:
         o = b.matmul(p, v)
         if sp.layout == "bshd":
@@ -300,7 +313,10 @@ _CASES += [Spelling(layout="bshd", gqa="expand", mask="causal-iota", scale="spli
            Spelling(layout="bhsd", mask="causal-buffer", softmax="upcast", dtype=DType.f16, scale="scores-div"),
            Spelling(layout="bmm3d", mask="causal+padding", scale="q-div", symbolic=True),
            Spelling(layout="bshd", mask="padding-bool", gqa="gather", symbolic=True),
-           Spelling(layout="native3d", mask="bias", scale="split-sqrt")]
+           Spelling(layout="native3d", mask="bias", scale="split-sqrt"),
+           Spelling(layout="jax-grouped", mask="causal-iota", scale="kt-mul", softmax="decomposed"),
+           Spelling(layout="jax-grouped", mask="padding-bool", symbolic=True),
+           Spelling(layout="jax-grouped", mask="bias", softmax="upcast", dtype=DType.f16)]
 _CASES = [c for c in dict.fromkeys(_CASES) if c.valid]
 
 

@@ -177,3 +177,28 @@
   %13 = "ik.reshape"(%12) {shape = array<i64: 2, 6, 32>} : (tensor<2x6x2x2x8xf32>) -> tensor<2x6x32xf32>
   "func.return"(%13) : (tensor<2x6x32xf32>) -> ()
 }) {function_type = (tensor<2x6x4x8xf32>, tensor<2x6x2x8xf32>, tensor<2x6x2x8xf32>) -> tensor<2x6x32xf32>, sym_name = "jax_dot_product_attention"} : () -> ()
+
+// -----
+
+// Regression: the grouped spelling with the scale split between Q (before its [B, T, K, G, D]
+// reshape) and K, √scale each. Both factors must reach the scores through the 5-D contraction
+// and the permute that keeps the keys last: scale 1/√8, nothing left on Q or K.
+// CHECK-LABEL: "func.func"
+// CHECK-NOT: "ik.mul"
+// CHECK: "ik.attention"({{.*}}) {scale = 0.3535533{{[0-9]*}} : f64} : (tensor<2x4x6x8xf32>, tensor<2x2x6x8xf32>, tensor<2x2x6x8xf32>)
+// CHECK-NOT: "ik.contract"
+"func.func"() ({
+^bb0(%q: tensor<2x6x4x8xf32>, %k: tensor<2x6x2x8xf32>, %v: tensor<2x6x2x8xf32>):
+  %0 = "ik.constant"() {value = dense<0.59460354> : tensor<f32>} : () -> tensor<f32>
+  %1 = "ik.mul"(%q, %0) : (tensor<2x6x4x8xf32>, tensor<f32>) -> tensor<2x6x4x8xf32>
+  %2 = "ik.constant"() {value = dense<0.59460354> : tensor<f32>} : () -> tensor<f32>
+  %3 = "ik.mul"(%k, %2) : (tensor<2x6x2x8xf32>, tensor<f32>) -> tensor<2x6x2x8xf32>
+  %4 = "ik.reshape"(%1) {shape = array<i64: 2, 6, 2, 2, 8>} : (tensor<2x6x4x8xf32>) -> tensor<2x6x2x2x8xf32>
+  %5 = "ik.contract"(%4, %3) {lhs_batch = array<i64: 0, 2>, lhs_contract = array<i64: 4>, rhs_batch = array<i64: 0, 2>, rhs_contract = array<i64: 3>} : (tensor<2x6x2x2x8xf32>, tensor<2x6x2x8xf32>) -> tensor<2x2x6x2x6xf32>
+  %6 = "ik.transpose"(%5) {perm = array<i64: 0, 1, 3, 2, 4>} : (tensor<2x2x6x2x6xf32>) -> tensor<2x2x2x6x6xf32>
+  %7 = "ik.softmax"(%6) {axis = -1 : i64} : (tensor<2x2x2x6x6xf32>) -> tensor<2x2x2x6x6xf32>
+  %8 = "ik.contract"(%7, %v) {lhs_batch = array<i64: 0, 1>, lhs_contract = array<i64: 4>, rhs_batch = array<i64: 0, 2>, rhs_contract = array<i64: 1>} : (tensor<2x2x2x6x6xf32>, tensor<2x6x2x8xf32>) -> tensor<2x2x2x6x8xf32>
+  %9 = "ik.transpose"(%8) {perm = array<i64: 0, 3, 1, 2, 4>} : (tensor<2x2x2x6x8xf32>) -> tensor<2x6x2x2x8xf32>
+  %10 = "ik.reshape"(%9) {shape = array<i64: 2, 6, 4, 8>} : (tensor<2x6x2x2x8xf32>) -> tensor<2x6x4x8xf32>
+  "func.return"(%10) : (tensor<2x6x4x8xf32>) -> ()
+}) {function_type = (tensor<2x6x4x8xf32>, tensor<2x6x2x8xf32>, tensor<2x6x2x8xf32>) -> tensor<2x6x4x8xf32>, sym_name = "jax_grouped_scale_on_q_and_k"} : () -> ()
