@@ -50,7 +50,8 @@ class Spelling:
         """Combinations the builder can express (GQA needs separate head dims; 3-D has no heads)."""
         if self.layout in ("bmm3d", "native3d", "jax-grouped") and self.gqa != "none":
             return False
-        return not (self.layout == "native3d" and self.mask.startswith("padding") or self.layout == "native3d" and self.mask == "causal+padding")
+        padding = self.mask.startswith("padding") or self.mask == "causal+padding"
+        return not (self.layout == "native3d" and padding)
 
     @property
     def causal(self) -> bool:
