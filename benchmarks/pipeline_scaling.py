@@ -34,26 +34,25 @@ import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import argparse  # noqa: E402
-import contextlib  # noqa: E402
-import io  # noqa: E402
-import platform  # noqa: E402
-import shlex  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-import warnings  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
+import argparse
+import contextlib
+import io
+import platform
+import shlex
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from irkit.bench import Timing  # noqa: E402
-from irkit.ir.core import Module  # noqa: E402
-from irkit.passmanager import PassManager  # noqa: E402
+from irkit.bench import Timing
+from irkit.ir.core import Module
+from irkit.passmanager import PassManager
 
 PIPELINE = "canonicalize,fuse-attention,fuse-norm,fuse-activation,fuse-elementwise,cse,dce"
 
@@ -247,13 +246,12 @@ def main() -> int:
             run_once(c, args.pipeline)
 
     command = "python benchmarks/pipeline_scaling.py" + "".join(" " + shlex.quote(a) for a in sys.argv[1:])
-    L = ["# Optimising-pipeline time against depth", "",
-         f"Command: `{command}`", "",
-         f"Pipeline: `{args.pipeline}`. Machine: {platform.machine()}, {os.cpu_count()} cores, load average at start "
-         f"{load} (shared; single Python thread). Median of {args.repeats} interleaved repeats on fresh clones, "
-         f"after one untimed run each. Pass times are PassManager timings; `verify` is the IR verification the "
-         f"pass manager runs after every pass (not in the total). Run took {(time.perf_counter() - t_start) / 60:.1f} "
-         "min.", ""]
+    header = (f"Pipeline: `{args.pipeline}`. Machine: {platform.machine()}, {os.cpu_count()} cores, load average "
+              f"at start {load} (shared; single Python thread). Median of {args.repeats} interleaved repeats on fresh "
+              "clones, after one untimed run each. Pass times are PassManager timings; `verify` is the IR verification "
+              "the pass manager runs after every pass (not in the total). Run took "
+              f"{(time.perf_counter() - t_start) / 60:.1f} min.")
+    L = ["# Optimising-pipeline time against depth", "", f"Command: `{command}`", "", header, ""]
     for source, cases in groups.items():
         L += section(source, cases, args.pipeline)
     text = "\n".join(L)

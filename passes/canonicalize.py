@@ -18,8 +18,19 @@ from irkit.ir.core import Dense, Op, Value
 from irkit.ir.ops import OPS
 from irkit.ir.types import DType
 from irkit.passmanager import Pass, PassContext, register_pass
-from irkit.rewrite import C, Fail, Match, P, Pattern, Rewriter, Rule, RewriteReport, apply_patterns, rule_patterns
-from irkit.rewrite.rules import V, X
+from irkit.rewrite import (
+    C,
+    Fail,
+    Match,
+    P,
+    Pattern,
+    Rewriter,
+    RewriteReport,
+    Rule,
+    apply_patterns,
+    rule_patterns,
+)
+from irkit.rewrite.rules import RuleSet, V, X, _would_apply
 
 
 def _new(rw: Rewriter, root: Op, name: str, operands: list[Value], **attrs) -> Value:
@@ -126,25 +137,86 @@ RULES: list[Rule] = [
 
 
 
+def _operand_needs(pat: P) -> tuple[str | None, ...]:
+    """Per operand of a rule's root, the producer it needs (None: any value)."""
+    return tuple(sub.op if isinstance(sub, P) else "ik.constant" if isinstance(sub, C) else None
+                 for sub in pat.operands)
+
+
+def _producers_fit(needs: tuple[str | None, ...], operands: list[Value]) -> bool:
+    for need, v in zip(needs, operands):
+        if need is not None:
+            p = v.producer
+            if p is None or p.name != need:
+                return False
+    return True
+
+
+class IndexedRuleSet(RuleSet):
+    """A :class:`RuleSet` that skips a rule at once when the op's operand producers
+    cannot fit its pattern (a constant where it wants ``C``, the named op where it
+    wants ``P``, in either order for commutative ops).  That is a necessary
+    condition of the full match, so the outcome is the same; most ops are
+    rejected without building any bindings."""
+
+    def __init__(self, rules: list[Rule]):
+        super().__init__(rules)
+        d = OPS.get(self.roots[0])
+        commutative = d is not None and d.has("commutative")
+        self._checks: list[tuple[Rule, int, tuple[str | None, ...], tuple[str | None, ...] | None]] = []
+        for r in rules:
+            needs = _operand_needs(r.pattern)
+            swapped = needs[::-1] if commutative and len(needs) == 2 else None
+            self._checks.append((r, len(needs), needs, swapped))
+
+    def match(self, op: Op) -> Match | Fail:
+        operands = op._operands
+        n = len(operands)
+        for r, arity, needs, swapped in self._checks:
+            if n != arity or not (_producers_fit(needs, operands) or
+                                  (swapped is not None and _producers_fit(swapped, operands))):
+                continue
+            m = r.match(op)
+            if isinstance(m, Match):
+                # A rule whose replacement declines (wrong type, guard) is not a match.
+                m["__rule__"] = r
+                if _would_apply(r, op, m):
+                    return m
+        return Fail("no algebraic rule applies", op)
+
+
+def indexed_rule_patterns(rules: list[Rule]) -> list[Pattern]:
+    """Like :func:`rule_patterns` (one pattern per root op), with the producer pre-check."""
+    return [IndexedRuleSet(rs.rules) for rs in rule_patterns(rules)]  # type: ignore[attr-defined]
+
+
 class ConstantOperandRight(Pattern):
     """Commutative ops keep a constant operand on the right: add(C, x) -> add(x, C)."""
 
     name = "constant-right"
 
+    def applies_to(self, name: str) -> bool:
+        d = OPS.get(name)
+        return d is not None and d.has("commutative")
+
     def match(self, op: Op) -> Match | Fail:
         d = OPS.get(op.name)
         if d is None or not d.has("commutative") or op.num_operands != 2:
-            return Fail("not a commutative binary op")
-        a, b = op.operands
-        is_c = lambda v: v.producer is not None and v.producer.name == "ik.constant"  # noqa: E731
-        if is_c(a) and not is_c(b):
+            return _NOT_COMMUTATIVE
+        a, b = op._operands
+        pa, pb = a.producer, b.producer
+        if pa is not None and pa.name == "ik.constant" and (pb is None or pb.name != "ik.constant"):
             return Match()
-        return Fail("constant is already on the right")
+        return _ALREADY_RIGHT
 
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
         a, b = op.operands
         rw.set_operand(op, 0, b)
         rw.set_operand(op, 1, a)
+
+
+_NOT_COMMUTATIVE = Fail("not a commutative binary op")
+_ALREADY_RIGHT = Fail("constant is already on the right")
 
 
 class SingleConcat(Pattern):
@@ -167,16 +239,26 @@ class FoldConstants(Pattern):
 
     name = "fold-constants"
 
+    def applies_to(self, name: str) -> bool:
+        d = OPS.get(name)
+        return d is not None and d.has("pure") and not d.has("source")
+
     def match(self, op: Op) -> Match | Fail:
+        operands = op._operands
+        if not operands:
+            return _NOT_FOLDABLE
+        # The cheap test first: almost every op has a non-constant operand.
+        for v in operands:
+            p = v.producer
+            if p is None or p.name != "ik.constant":
+                return _NOT_CONSTANT
         d = OPS.get(op.name)
-        if d is None or not d.has("pure") or d.has("source") or op.num_operands == 0:
-            return Fail("not a foldable op")
-        if any(v.producer is None or v.producer.name != "ik.constant" for v in op.operands):
-            return Fail("an operand is not constant")
+        if d is None or not d.has("pure") or d.has("source"):
+            return _NOT_FOLDABLE
         for r in op.results:
             if not r.type.is_static or r.type.num_elements() > FOLD_LIMIT:
                 return Fail("result too large to fold")
-        for v in op.operands:
+        for v in operands:
             dense = v.producer.attrs["value"]  # type: ignore[union-attr]
             if not dense.is_splat and dense.size > FOLD_LIMIT:
                 return Fail("operand too large to fold")
@@ -200,6 +282,10 @@ class FoldConstants(Pattern):
         rw.replace_op(op, new)
 
 
+_NOT_FOLDABLE = Fail("not a foldable op")
+_NOT_CONSTANT = Fail("an operand is not constant")
+
+
 EXTRA_PATTERN_PROVIDERS: list[Callable[[], list[Pattern]]] = []
 """Functions returning more canonicalisation patterns (attention spellings, masks...)."""
 
@@ -209,7 +295,7 @@ def canonicalization_patterns() -> list[Pattern]:
     from irkit.passmanager import load_builtin_passes
 
     load_builtin_passes()
-    pats: list[Pattern] = [*rule_patterns(RULES), ConstantOperandRight(), SingleConcat(), FoldConstants()]
+    pats: list[Pattern] = [*indexed_rule_patterns(RULES), ConstantOperandRight(), SingleConcat(), FoldConstants()]
     for provider in EXTRA_PATTERN_PROVIDERS:
         pats.extend(provider())
     return pats

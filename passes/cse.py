@@ -5,27 +5,39 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from irkit.ir.core import Graph, Module
+from irkit.ir.core import Graph, Module, Value, gc_paused
 from irkit.ir.ops import OPS
 from irkit.passmanager import Pass, PassContext, register_pass
 
 
-def _cse_graph(g: Graph, ctx: PassContext) -> int:
-    seen: dict[tuple, list] = {}
+def _cse_graph(g: Graph, ctx: PassContext, pure: frozenset[str]) -> int:
+    # Key: name, operand identities and attributes.  Result types are compared on a
+    # key hit instead of hashed (for valid IR they follow from the rest), so each
+    # key holds the distinct result-type lists seen with it.
+    seen: dict[tuple, list[list[Value]]] = {}
     removed = 0
     for op in list(g):
-        for r in op.regions:
-            removed += _cse_graph(r, ctx)
-        d = OPS.get(op.name)
-        if d is None or not d.has("pure") or op.regions or not op.results:
+        if op.regions:
+            for r in op.regions:
+                removed += _cse_graph(r, ctx, pure)
             continue
-        key = (op.name, tuple(id(v) for v in op.operands), tuple(op.attrs.items()),
-               tuple(op.result_types))
-        prev = seen.get(key)
-        if prev is None:
-            seen[key] = op.results
+        results = op.results
+        if op.name not in pure or not results:
             continue
-        for old, new in zip(op.results, prev):
+        attrs = op.attrs
+        key = (op.name, *map(id, op._operands), tuple(attrs.items()) if attrs else ())
+        prevs = seen.get(key)
+        if prevs is None:
+            seen[key] = [results]
+            continue
+        for prev in prevs:
+            if len(prev) == len(results) and all(a.type is b.type or a.type == b.type
+                                                  for a, b in zip(prev, results)):
+                break
+        else:
+            prevs.append(results)
+            continue
+        for old, new in zip(results, prev):
             old.replace_all_uses_with(new)
         g.erase(op)
         removed += 1
@@ -48,7 +60,9 @@ class CSE(Pass):
     """Never changes arithmetic: results are bitwise identical."""
 
     def run(self, module: Module, ctx: PassContext) -> bool:
-        n = sum(_cse_graph(f.body, ctx) for f in module.functions)
+        pure = frozenset(n for n, d in OPS.items() if "pure" in d.traits)
+        with gc_paused():
+            n = sum(_cse_graph(f.body, ctx, pure) for f in module.functions)
         if n:
             ctx.count("ops-eliminated", n)
         return n > 0

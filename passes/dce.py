@@ -7,17 +7,17 @@ from typing import ClassVar
 
 from irkit.ir.core import Graph, Module
 from irkit.passmanager import Pass, PassContext, register_pass
-from irkit.rewrite.driver import is_trivially_dead
+from irkit.rewrite.driver import erasable_op_names
 
 
-def _dce_graph(g: Graph) -> int:
+def _dce_graph(g: Graph, erasable: frozenset[str]) -> int:
     removed = 0
     op = g._last
     while op is not None:
-        prev = op.prev
+        prev = op._prev
         for r in op.regions:
-            removed += _dce_graph(r)
-        if is_trivially_dead(op):
+            removed += _dce_graph(r, erasable)
+        if op.name in erasable and not op.is_used:
             g.erase(op)
             removed += 1
         op = prev
@@ -38,7 +38,8 @@ class DCE(Pass):
     """Never changes arithmetic: results are bitwise identical."""
 
     def run(self, module: Module, ctx: PassContext) -> bool:
-        n = sum(_dce_graph(f.body) for f in module.functions)
+        erasable = erasable_op_names()
+        n = sum(_dce_graph(f.body, erasable) for f in module.functions)
         if n:
             ctx.count("ops-erased", n)
         return n > 0

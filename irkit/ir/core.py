@@ -13,6 +13,8 @@ the rewriter.  Nothing here imports the printer, parser, passes or targets.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 import itertools
 from dataclasses import dataclass, field
@@ -49,7 +51,7 @@ class Location:
 
     @property
     def is_unknown(self) -> bool:
-        return self == _UNKNOWN
+        return self is _UNKNOWN or self == _UNKNOWN
 
     @staticmethod
     def fuse(locs: Sequence[Location]) -> Location:
@@ -97,7 +99,7 @@ class Dense:
     entry when the value lives in a safetensors sidecar (``dense_resource<name>``).
     """
 
-    __slots__ = ("_array", "_scalar", "_shape", "dtype", "resource", "_digest", "_is_splat")
+    __slots__ = ("_array", "_scalar", "_shape", "dtype", "resource", "_digest", "_is_splat", "_type", "_hash")
 
     def __init__(self, array: np.ndarray, dtype: DType | None = None, resource: str | None = None):
         dt = dtype or DType.from_numpy(array.dtype)
@@ -114,6 +116,8 @@ class Dense:
         self.resource = resource
         self._digest: bytes | None = None
         self._is_splat: bool | None = None
+        self._type: TensorType | None = None
+        self._hash: int | None = None
 
     @staticmethod
     def splat(value: Any, shape: Sequence[int], dtype: DType) -> Dense:
@@ -125,6 +129,8 @@ class Dense:
         d.resource = None
         d._digest = None
         d._is_splat = True
+        d._type = None
+        d._hash = None
         return d
 
     @property
@@ -141,7 +147,10 @@ class Dense:
 
     @property
     def type(self) -> TensorType:
-        return TensorType(self._shape, self.dtype)
+        t = self._type
+        if t is None:
+            t = self._type = TensorType(self._shape, self.dtype)
+        return t
 
     @property
     def size(self) -> int:
@@ -181,6 +190,7 @@ class Dense:
         d = Dense.__new__(Dense)
         d._array, d._scalar, d._shape = self._array, self._scalar, self._shape
         d.dtype, d.resource, d._digest, d._is_splat = self.dtype, name, self._digest, self._is_splat
+        d._type, d._hash = self._type, self._hash
         return d
 
     def digest(self) -> bytes:
@@ -188,7 +198,7 @@ class Dense:
             h = hashlib.blake2b(digest_size=16)
             h.update(str(self.dtype).encode())
             h.update(repr(self._shape).encode())
-            if self._scalar is not None or (self.size and all(st == 0 for st in self.array.strides)):
+            if self._splat_stored():
                 h.update(b"splat")
                 v = self._scalar if self._scalar is not None else self.array.reshape(-1)[:1]
                 h.update(np.ascontiguousarray(v).tobytes())
@@ -197,11 +207,34 @@ class Dense:
             self._digest = h.digest()
         return self._digest
 
+    def _splat_stored(self) -> bool:
+        """True when the digest treats this value as a splat (scalar or zero-stride storage)."""
+        return self._scalar is not None or bool(self.size and all(st == 0 for st in self.array.strides))
+
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Dense) and self.digest() == other.digest()
+        if self is other:
+            return True
+        if not isinstance(other, Dense):
+            return False
+        if self._shape != other._shape or self.dtype is not other.dtype or hash(self) != hash(other):
+            return False
+        return self.digest() == other.digest()
 
     def __hash__(self) -> int:
-        return hash(self.digest())
+        # Cheap and consistent with __eq__ (equal digests give equal hashes): the
+        # type, the storage kind and the first few elements.  Hashing never reads a
+        # whole weight; only values that agree on all of this compare digests.
+        h = self._hash
+        if h is None:
+            if self._splat_stored():
+                head = np.ascontiguousarray(self._scalar if self._scalar is not None
+                                            else self.array.flat[:1]).tobytes()
+                h = hash((self.dtype, self._shape, True, head))
+            else:
+                head = np.ascontiguousarray(self.array.flat[:8]).tobytes()
+                h = hash((self.dtype, self._shape, False, head))
+            self._hash = h
+        return h
 
     def __repr__(self) -> str:
         return f"Dense({self.type}{', resource=' + self.resource if self.resource else ''})"
@@ -210,8 +243,13 @@ class Dense:
 AttrValue = Any  # int | float | bool | str | DType | Dense | tuple[AttrValue, ...] | None
 
 
+_PLAIN_ATTR_TYPES = frozenset({bool, int, float, str, type(None)})
+
+
 def freeze_attr(v: Any) -> AttrValue:
     """Turn a Python value into an immutable attribute value."""
+    if type(v) in _PLAIN_ATTR_TYPES:
+        return v
     if isinstance(v, (bool, int, float, str, DType, Dense, TensorType)) or v is None:
         return v
     if isinstance(v, (np.integer,)):
@@ -221,6 +259,8 @@ def freeze_attr(v: Any) -> AttrValue:
     if isinstance(v, np.bool_):
         return bool(v)
     if isinstance(v, (list, tuple)):
+        if type(v) is tuple and all(type(x) in _PLAIN_ATTR_TYPES for x in v):
+            return v
         return tuple(freeze_attr(x) for x in v)
     if isinstance(v, np.ndarray):
         return Dense(v)
@@ -263,6 +303,9 @@ class Value:
 
     @property
     def users(self) -> list[Op]:
+        uses = self.uses
+        if len(uses) <= 1:
+            return [uses[0][0]] if uses else []
         seen: dict[int, Op] = {}
         for op, _ in self.uses:
             seen.setdefault(id(op), op)
@@ -317,18 +360,38 @@ class Op:
         self.name = name
         self._operands: list[Value] = list(operands)
         for i, v in enumerate(self._operands):
-            if not isinstance(v, Value):
+            if type(v) is not Value and not isinstance(v, Value):
                 raise TypeError(f"operand {i} of '{name}' is {type(v).__name__}, not a Value")
             v.uses.append((self, i))
         self.results = [Value(t, self, i) for i, t in enumerate(result_types)]
-        self.attrs: Mapping[str, AttrValue] = freeze_attrs(attrs)
-        self.regions: list[Graph] = list(regions)
+        self.attrs: Mapping[str, AttrValue] = freeze_attrs(attrs) if attrs else _EMPTY_ATTRS
+        self.regions: list[Graph] = list(regions) if regions else []
         for r in self.regions:
             r.parent_op = self
         self.loc = loc or _UNKNOWN
         self.parent: Graph | None = None
         self._prev: Op | None = None
         self._next: Op | None = None
+
+    @classmethod
+    def _make(cls, name: str, operands: list[Value], result_types: Sequence[TensorType],
+              attrs: Mapping[str, AttrValue], loc: Location) -> Op:
+        """Fast construction for trusted callers (parser, clone): ``operands`` are Values
+        (the list is taken over), ``attrs`` is already a frozen mapping, no regions."""
+        op = cls.__new__(cls)
+        op.name = name
+        op._operands = operands
+        for i, v in enumerate(operands):
+            v.uses.append((op, i))
+        if len(result_types) == 1:
+            op.results = [Value(result_types[0], op, 0)]
+        else:
+            op.results = [Value(t, op, i) for i, t in enumerate(result_types)]
+        op.attrs = attrs
+        op.regions = []
+        op.loc = loc
+        op.parent = op._prev = op._next = None
+        return op
 
     # -- operands ----------------------------------------------------------
     @property
@@ -373,7 +436,10 @@ class Op:
 
     @property
     def is_used(self) -> bool:
-        return any(r.uses for r in self.results)
+        for r in self.results:
+            if r.uses:
+                return True
+        return False
 
     # -- position ----------------------------------------------------------
     @property
@@ -442,7 +508,17 @@ class Graph:
 
     # -- editing -----------------------------------------------------------
     def append(self, op: Op) -> Op:
-        return self._link(op, self._last, None)
+        if op.parent is not None:
+            raise ValueError(f"'{op.name}' is already in a graph")
+        last = self._last
+        op.parent, op._prev, op._next = self, last, None
+        if last is None:
+            self._first = op
+        else:
+            last._next = op
+        self._last = op
+        self._count += 1
+        return op
 
     def insert_before(self, anchor: Op, op: Op) -> Op:
         if anchor.parent is not self:
@@ -588,10 +664,13 @@ def clone_graph(g: Graph, mapping: dict[int, Value] | None = None) -> Graph:
 
 def clone_op(op: Op, mapping: dict[int, Value]) -> Op:
     """Copy one op, mapping its operands through ``mapping`` (outer values stay)."""
-    regions = [clone_graph(r, {}) for r in op.regions]
-    new = Op(op.name, [mapping.get(id(v), v) for v in op.operands], op.result_types,
-             None, regions, op.loc)
-    new.attrs = op.attrs
+    operands = [mapping.get(id(v), v) for v in op._operands]
+    if op.regions:
+        regions = [clone_graph(r, {}) for r in op.regions]
+        new = Op(op.name, operands, op.result_types, None, regions, op.loc)
+        new.attrs = op.attrs
+    else:
+        new = Op._make(op.name, operands, [r.type for r in op.results], op.attrs, op.loc)
     for o, n in zip(op.results, new.results):
         mapping[id(o)] = n
     return new
@@ -602,6 +681,24 @@ def clone_function(f: Function) -> Function:
 
 
 _counter = itertools.count()
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector for a bulk IR job (parse, a rewrite pass).
+
+    Such jobs allocate many small objects and free nearly all of them by
+    reference counting; the collector's full scans would only re-walk the whole
+    module again and again.  Cycles made meanwhile (erased ops) are collected
+    once the collector runs again.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def fresh_name(prefix: str) -> str:

@@ -58,23 +58,25 @@ class AttrSpec:
     doc: str = ""
 
     def check(self, name: str, v: Any) -> None:
-        ok = {
-            "int": lambda x: isinstance(x, int) and not isinstance(x, bool),
-            "float": lambda x: isinstance(x, (int, float)) and not isinstance(x, bool),
-            "bool": lambda x: isinstance(x, bool),
-            "str": lambda x: isinstance(x, str),
-            "dtype": lambda x: isinstance(x, DType),
-            "ints": lambda x: isinstance(x, tuple) and all(isinstance(i, int) and not isinstance(i, bool) for i in x),
-            "floats": lambda x: isinstance(x, tuple) and all(isinstance(i, (int, float)) for i in x),
-            "dims": lambda x: isinstance(x, tuple) and all(isinstance(i, (int, SymDim)) and not isinstance(i, bool) for i in x),
-            "dense": lambda x: isinstance(x, Dense),
-            "type": lambda x: isinstance(x, TensorType),
-            "any": lambda x: True,
-        }[self.kind]
-        if not ok(v):
+        if not _ATTR_KIND_CHECKS[self.kind](v):
             raise OpError(f"attribute '{name}' must be {self.kind}, got {v!r}")
         if self.choices and v not in self.choices:
             raise OpError(f"attribute '{name}' must be one of {', '.join(self.choices)}, got '{v}'")
+
+
+_ATTR_KIND_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "int": lambda x: isinstance(x, int) and not isinstance(x, bool),
+    "float": lambda x: isinstance(x, (int, float)) and not isinstance(x, bool),
+    "bool": lambda x: isinstance(x, bool),
+    "str": lambda x: isinstance(x, str),
+    "dtype": lambda x: isinstance(x, DType),
+    "ints": lambda x: isinstance(x, tuple) and all(isinstance(i, int) and not isinstance(i, bool) for i in x),
+    "floats": lambda x: isinstance(x, tuple) and all(isinstance(i, (int, float)) for i in x),
+    "dims": lambda x: isinstance(x, tuple) and all(isinstance(i, (int, SymDim)) and not isinstance(i, bool) for i in x),
+    "dense": lambda x: isinstance(x, Dense),
+    "type": lambda x: isinstance(x, TensorType),
+    "any": lambda x: True,
+}
 
 
 @dataclass(frozen=True)
@@ -1188,6 +1190,11 @@ def infer_types(name: str, operand_types: Sequence[TensorType], attrs: Mapping[s
     Results are memoised on (name, operand types, attributes): inference is a
     pure function of those, and Transformer layers repeat the same few shapes.
     """
+    if name == "ik.constant" and not operand_types and len(attrs) == 1:
+        # The one attribute-only op that every module is full of: its type is its value's.
+        v = attrs.get("value")
+        if type(v) is Dense:
+            return [v.type]
     if name == "ik.constant" or not operand_types:
         return _infer_types(name, operand_types, attrs)
     try:

@@ -44,21 +44,33 @@ def _verify_graph(g: Graph, terminator: str) -> list[Diagnostic]:
     diags: list[Diagnostic] = []
     defined: set[int] = {id(a) for a in g.args}
     n = len(g)
+    ops_get = OPS.get
+    # Use lists are scanned directly when short; a value with many uses gets a set once.
+    use_sets: dict[int, set[tuple[int, int]]] = {}
     for i, op in enumerate(g):
         if op.parent is not g:
             diags.append(Diagnostic("op's parent link is broken", op))
-        for j, v in enumerate(op.operands):
-            if id(v) not in defined:
+        for j, v in enumerate(op._operands):
+            vid = id(v)
+            if vid not in defined:
                 where = f"'{v.producer.name}'" if v.producer is not None else "an argument of another region"
                 diags.append(Diagnostic(
                     f"operand {j} is used before it is defined (produced by {where}; "
                     "ops must be in topological order and regions are isolated)", op))
-            if (op, j) not in v.uses:
+            uses = v.uses
+            if len(uses) <= 8:
+                recorded = (op, j) in uses
+            else:
+                us = use_sets.get(vid)
+                if us is None:
+                    us = use_sets[vid] = {(id(o), k) for o, k in uses}
+                recorded = (id(op), j) in us
+            if not recorded:
                 diags.append(Diagnostic(f"operand {j}'s use list does not record this use", op))
-        d = OPS.get(op.name)
+        d = ops_get(op.name)
         if d is None:
             diags.append(Diagnostic(f"unknown op '{op.name}' (see `irkit list-ops`)", op))
-        elif d.has("terminator"):
+        elif "terminator" in d.traits:
             if i != n - 1:
                 diags.append(Diagnostic("terminator is not the last op of its region", op))
             elif op.name != terminator:
@@ -66,7 +78,9 @@ def _verify_graph(g: Graph, terminator: str) -> list[Diagnostic]:
         elif d.has_region:
             diags.extend(_verify_region_op(op))
         else:
-            diags.extend(_verify_types(op))
+            bad = _verify_types(op)
+            if bad:
+                diags.extend(bad)
         for r in op.results:
             if r.producer is not op:
                 diags.append(Diagnostic("result's producer link is broken", op))
@@ -77,17 +91,20 @@ def _verify_graph(g: Graph, terminator: str) -> list[Diagnostic]:
     return diags
 
 
-def _verify_types(op: Op) -> list[Diagnostic]:
+def _verify_types(op: Op) -> list[Diagnostic] | None:
+    results = op.results
     try:
-        want = infer_types(op.name, [v.type for v in op.operands], op.attrs)
+        want = infer_types(op.name, [v.type for v in op._operands], op.attrs)
     except OpError as e:
         return [Diagnostic(str(e), op)]
-    got = op.result_types
-    if len(want) != len(got):
-        return [Diagnostic(f"has {len(got)} results, type inference gives {len(want)}", op)]
-    out = []
-    for k, (w, t) in enumerate(zip(want, got)):
-        if w != t:
+    if len(want) != len(results):
+        return [Diagnostic(f"has {len(results)} results, type inference gives {len(want)}", op)]
+    out = None
+    for k, (w, r) in enumerate(zip(want, results)):
+        t = r.type
+        if w is not t and w != t:
+            if out is None:
+                out = []
             out.append(Diagnostic(f"result {k} has type {t}, but type inference gives {w}", op))
     return out
 

@@ -14,9 +14,9 @@ from collections import Counter
 from typing import Callable, Iterable, Sequence
 
 from irkit.errors import IrkitError
-from irkit.ir.core import Function, Graph, Module, Op
+from irkit.ir.core import Function, Graph, Module, Op, gc_paused
 from irkit.ir.ops import OPS
-from irkit.rewrite.pattern import Fail, NearMiss, Pattern, RewriteReport, Rewriter
+from irkit.rewrite.pattern import Fail, NearMiss, Pattern, PatternStats, Rewriter, RewriteReport
 
 
 class RewriteLimitError(IrkitError):
@@ -26,6 +26,11 @@ class RewriteLimitError(IrkitError):
 def is_trivially_dead(op: Op) -> bool:
     d = OPS.get(op.name)
     return d is not None and d.has("pure") and not op.is_used and not d.has("terminator")
+
+
+def erasable_op_names() -> frozenset[str]:
+    """Ops that may be erased when unused: registered, pure, not a terminator."""
+    return frozenset(n for n, d in OPS.items() if "pure" in d.traits and "terminator" not in d.traits)
 
 
 def apply_patterns(target: Module | Function | Graph, patterns: Sequence[Pattern], *,
@@ -46,69 +51,107 @@ def apply_patterns(target: Module | Function | Graph, patterns: Sequence[Pattern
         graphs = [target]
     rep = report if report is not None else RewriteReport()
     changed = False
-    for g in graphs:
-        changed |= _run(g, patterns, rep, explain, max_rewrites, erase_dead, on_rewrite)
+    table = _PatternTable(patterns, rep)
+    with gc_paused():
+        for g in graphs:
+            changed |= _run(g, table, rep, explain, max_rewrites, erase_dead, on_rewrite)
     return changed
+
+
+class _PatternTable:
+    """The patterns to try for each op name, built once per name and reused.
+
+    Rooted patterns for the name come first, then the generic ones (each group
+    by decreasing benefit, as given); a generic pattern whose
+    ``applies_to(name)`` is False is left out for that name.  Each entry
+    carries its statistics record so the hot loop does no name lookups.
+    """
+
+    def __init__(self, patterns: Sequence[Pattern], rep: RewriteReport):
+        self.by_root: dict[str, list[Pattern]] = {}
+        self.generic: list[Pattern] = []
+        for p in sorted(patterns, key=lambda p: -p.benefit):
+            if p.roots:
+                for r in p.roots:
+                    self.by_root.setdefault(r, []).append(p)
+            else:
+                self.generic.append(p)
+        self.rep = rep
+        self.cache: dict[str, tuple[tuple[Pattern, PatternStats], ...]] = {}
+
+    def get(self, name: str) -> tuple[tuple[Pattern, PatternStats], ...]:
+        hit = self.cache.get(name)
+        if hit is None:
+            pats = [*self.by_root.get(name, ()), *(p for p in self.generic if p.applies_to(name))]
+            hit = self.cache[name] = tuple((p, self.rep.stat(p.name)) for p in pats)
+        return hit
 
 
 def _all_ops(g: Graph) -> Iterable[Op]:
     return g.walk()
 
 
-def _run(g: Graph, patterns: Sequence[Pattern], rep: RewriteReport, explain: bool,
+def _run(g: Graph, table: _PatternTable, rep: RewriteReport, explain: bool,
          max_rewrites: int | None, erase_dead: bool,
          on_rewrite: Callable[[Pattern, Op], Callable[[], None] | None] | None) -> bool:
-    by_root: dict[str, list[Pattern]] = {}
-    generic: list[Pattern] = []
-    for p in sorted(patterns, key=lambda p: -p.benefit):
-        if p.roots:
-            for r in p.roots:
-                by_root.setdefault(r, []).append(p)
-        else:
-            generic.append(p)
-
+    # The worklist is a stack; ``queued`` holds the ids of ops on it, so an op is
+    # queued at most once.  Only ops a rewrite touched (created ops, users of
+    # replaced values, producers of erased ops' operands) are revisited.
     worklist: list[Op] = []
     queued: set[int] = set()
+    push = worklist.append
+    enqueue = queued.add
 
-    def push(op: Op) -> None:
+    def push_op(op: Op) -> None:
         if id(op) not in queued and op.parent is not None:
-            queued.add(id(op))
-            worklist.append(op)
+            enqueue(id(op))
+            push(op)
 
     def push_users(op: Op) -> None:
-        push(op)
+        push_op(op)
         for r in op.results:
-            for u in r.users:
-                push(u)
+            for u, _ in r.uses:
+                push_op(u)
 
     ops = list(_all_ops(g))
     # Process in program order: reverse the list because we pop from the end.
-    for op in reversed(ops):
-        queued.add(id(op))
-        worklist.append(op)
+    worklist.extend(reversed(ops))
+    queued.update(map(id, ops))
     limit = max_rewrites if max_rewrites is not None else 20 * len(ops) + 1000
     fired: Counter[str] = Counter()
     rewrites = 0
     changed = False
     explained: dict[tuple[str, int], NearMiss] = {}
     rw = Rewriter(on_new=push_users, on_changed=push_users, on_erased=lambda op: queued.discard(id(op)))
+    erasable = erasable_op_names() if erase_dead else frozenset()
+    erased_dead = 0
+    pop = worklist.pop
+    unqueue = queued.discard
+    patterns_for = table.get
+    cache = table.cache
 
     while worklist:
-        op = worklist.pop()
-        queued.discard(id(op))
+        op = pop()
+        unqueue(id(op))
         if op.parent is None:
             continue
-        if erase_dead and is_trivially_dead(op):
-            rw.erase_op(op)
-            rep.erased_dead += 1
-            changed = True
-            continue
-        cands = by_root.get(op.name, ())
-        for p in (*cands, *generic):
-            st = rep.stat(p.name)
+        name = op.name
+        if name in erasable:
+            for r in op.results:
+                if r.uses:
+                    break
+            else:
+                rw.erase_op(op)
+                erased_dead += 1
+                changed = True
+                continue
+        cands = cache.get(name)
+        if cands is None:
+            cands = patterns_for(name)
+        for p, st in cands:
             st.tried += 1
             m = p.match(op)
-            if isinstance(m, Fail) or not m:
+            if not m:
                 if explain and p.explain and isinstance(m, Fail):
                     explained[(p.name, id(op))] = NearMiss(p.name, op, m.reason, m.op)
                 continue
@@ -118,7 +161,8 @@ def _run(g: Graph, patterns: Sequence[Pattern], rep: RewriteReport, explain: boo
             if after is not None:
                 after()
             st.applied += 1
-            explained.pop((p.name, id(op)), None)
+            if explained:
+                explained.pop((p.name, id(op)), None)
             fired[p.name] += 1
             rewrites += 1
             changed = True
@@ -128,10 +172,11 @@ def _run(g: Graph, patterns: Sequence[Pattern], rep: RewriteReport, explain: boo
                     f"rewriting did not converge after {rewrites} rewrites: pattern '{worst}' fired {n} times; "
                     "two patterns may undo each other (report this with the input IR)")
             break
+    rep.erased_dead += erased_dead
     rep.rewrites += rewrites
     # Keep only near misses on ops that survived (a later fusion may have taken them).
     rep.near_misses.extend(nm for nm in explained.values() if nm.op.parent is not None)
     return changed
 
 
-__all__ = ["apply_patterns", "RewriteLimitError", "is_trivially_dead"]
+__all__ = ["apply_patterns", "RewriteLimitError", "is_trivially_dead", "erasable_op_names"]

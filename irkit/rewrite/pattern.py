@@ -55,6 +55,27 @@ class Pattern:
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
         raise NotImplementedError
 
+    def applies_to(self, name: str) -> bool:
+        """False when this pattern can never match an op named ``name``.
+
+        Only consulted for patterns without ``roots``: the driver asks once per
+        op name and never tries the pattern on ops it rules out.
+        """
+        return True
+
+
+class _ReportingBuilder(Builder):
+    """A builder whose inserted ops are reported to the rewriter as new."""
+
+    def __init__(self, rw: Rewriter, graph: Graph, before: Op, loc: Location):
+        super().__init__(graph, before, loc)
+        self._rw = rw
+
+    def insert(self, op: Op) -> Op:
+        super().insert(op)
+        self._rw._on_new(op)
+        return op
+
 
 class Rewriter:
     """The only way a pattern edits IR; it reports every change to its listener."""
@@ -68,23 +89,17 @@ class Rewriter:
 
     def builder(self, before: Op, loc: Location | None = None) -> Builder:
         """A builder inserting before ``before``; created ops are reported as new."""
-        rw = self
-
-        class _B(Builder):
-            def insert(self, op: Op) -> Op:
-                super().insert(op)
-                rw._on_new(op)
-                return op
-
-        return _B(before.parent, before, loc if loc is not None else before.loc)  # type: ignore[arg-type]
+        return _ReportingBuilder(self, before.parent, before,  # type: ignore[arg-type]
+                                 loc if loc is not None else before.loc)
 
     def create(self, before: Op, name: str, operands: Sequence[Value | None], attrs: dict[str, Any] | None = None,
                loc: Location | None = None, **kw: Any) -> Op:
         return self.builder(before, loc).create(name, operands, attrs, loc, **kw)
 
     def replace_all_uses(self, old: Value, new: Value) -> None:
+        on_changed = self._on_changed
         for user in old.users:
-            self._on_changed(user)
+            on_changed(user)
         old.replace_all_uses_with(new)
 
     def replace_op(self, op: Op, new_values: Sequence[Value]) -> None:
@@ -100,7 +115,7 @@ class Rewriter:
     def erase_op(self, op: Op) -> None:
         g = op.parent
         assert g is not None, "op is not in a graph"
-        producers = [v.producer for v in op.operands if v.producer is not None]
+        producers = [v.producer for v in op._operands if v.producer is not None]
         g.erase(op)
         self._on_erased(op)
         for p in producers:

@@ -13,11 +13,12 @@ count must match its type before any array is built).
 from __future__ import annotations
 
 import re
+from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from irkit.ir.core import Dense, Function, Graph, Location, Module, Op, Value
+from irkit.ir.core import Dense, Function, Graph, Location, Module, Op, Value, freeze_attrs
 from irkit.ir.ops import OPS, SEGMENTS, AttrSpec
 from irkit.ir.types import DType, SymDim, TensorType, parse_dim
 
@@ -335,33 +336,34 @@ class Parser:
                 name not in self._inline_blobs for _, name, *_ in self._pending_resources):
             ext = self._resource_loader()
         for op, key, name, t, pos in self._pending_resources:
-            tok = _Tok("ident", name, pos)
             n = _static_numel(t)
             if n is None:
-                raise self.error(f"dense_resource<{name}> needs a static shape", tok)
+                raise self.error(f"dense_resource<{name}> needs a static shape", _Tok("ident", name, pos))
             if name in self._inline_blobs:
                 blob = self._inline_blobs[name]
                 payload = blob[4:]
                 if len(payload) != n * t.dtype.itemsize:
                     raise self.error(f"resource '{name}' holds {len(payload)} bytes, "
-                                     f"type {t} needs {n * t.dtype.itemsize}", tok)
+                                     f"type {t} needs {n * t.dtype.itemsize}", _Tok("ident", name, pos))
                 arr = np.frombuffer(payload, dtype=t.dtype.np).reshape(t.shape)  # type: ignore[arg-type]
             elif ext is not None and name in ext:
                 arr = np.asarray(ext[name])
                 if tuple(arr.shape) != t.shape:
                     raise self.error(f"resource '{name}' in the sidecar has shape {list(arr.shape)}, "
-                                     f"the IR declares {t}", tok)
+                                     f"the IR declares {t}", _Tok("ident", name, pos))
                 if arr.dtype != t.dtype.np:
                     raise self.error(f"resource '{name}' in the sidecar has dtype {arr.dtype}, "
-                                     f"the IR declares {t.dtype}", tok)
+                                     f"the IR declares {t.dtype}", _Tok("ident", name, pos))
             else:
                 where = "the file's dialect_resources section or its .safetensors sidecar"
-                raise self.error(f"resource '{name}' is not defined in {where}", tok)
+                raise self.error(f"resource '{name}' is not defined in {where}", _Tok("ident", name, pos))
             d = Dense(arr, t.dtype, resource=name)
-            attrs = dict(op.attrs)
-            attrs[key] = d
-            from irkit.ir.core import freeze_attrs
-            op.attrs = freeze_attrs(attrs)
+            if not op.attrs:
+                op.attrs = MappingProxyType({key: d})
+            else:
+                attrs = dict(op.attrs)
+                attrs[key] = d
+                op.attrs = freeze_attrs(attrs)
 
     def _resolve_locs(self) -> None:
         for target, name, pos in self._pending_locs:
@@ -461,23 +463,23 @@ class Parser:
         if m is None:
             return False
         res, count, name, ops_txt, attr_txt, ins_txt, outs_txt, loc_txt = m.groups()
-        if name in ("ik.fused",) or (count is not None and res is None):
+        if name == "ik.fused" or (count is not None and res is None):
             return False
         try:
             operands = [scope[o] for o in ops_txt.split(", ")] if ops_txt else []
-            in_types = [_cached_type(t) for t in _TYPE_RE.findall(ins_txt)]
-            if outs_txt.startswith("("):
-                out_types = [_cached_type(t) for t in _TYPE_RE.findall(outs_txt)]
-            else:
-                out_types = [_cached_type(outs_txt)]
+            in_types = _sig_types(ins_txt) if ins_txt else ()
+            out_types = _sig_types(outs_txt[1:-1]) if outs_txt[0] == "(" else (_cached_type(outs_txt),)
         except (KeyError, ValueError):
             return False
-        if len(in_types) != len(operands) or any(v.type != t for v, t in zip(operands, in_types)):
+        if in_types is None or out_types is None or len(in_types) != len(operands):
             return False
+        for v, t in zip(operands, in_types):
+            if v.type is not t and v.type != t:
+                return False
         n = int(count) if count else (1 if res else 0)
         if n != len(out_types) or (res is not None and (res in scope or f"{res}#0" in scope)):
             return False
-        loc = None
+        loc = _UNKNOWN_LOC
         if loc_txt is not None:
             loc = _LOC_CACHE.get(loc_txt)
             if loc is None:
@@ -485,40 +487,32 @@ class Parser:
                 if loc is None:
                     return False
                 _LOC_CACHE[loc_txt] = loc
-        attrs: dict[str, Any] = {}
-        pend: list[tuple[str, Any]] = []
-        cached = _ATTR_CACHE.get((name, attr_txt)) if attr_txt is not None else None
-        if cached is not None:
-            attrs = dict(cached)
-        elif attr_txt is not None:
-            saved = (self.toks, self.i, self._lexpos, self._eof)
-            self.toks, self.i, self._lexpos, self._eof = [], 0, m.start("attrs") + 1, False
-            try:
-                attrs = self._attr_entries("}")
-                ok = self._lexpos == m.end("attrs") and self.i == len(self.toks)
-            except ParseError:
-                ok = False
-            finally:
-                self.toks, self.i, self._lexpos, self._eof = saved
-            if not ok:
-                return False
-            try:
-                attrs = self._coerce_attrs(name, attrs, _Tok("string", name, m.start(3)))
-            except ParseError:
-                return False
-            pend = [(k, v) for k, v in attrs.items() if isinstance(v, tuple) and v[:1] == ("__resource__",)]
-            for k, _ in pend:
-                attrs[k] = None
-            if not pend and len(attr_txt) < 400 and len(_ATTR_CACHE) < 50_000:
-                _ATTR_CACHE[(name, attr_txt)] = dict(attrs)
-        op = Op(name, operands, out_types, None, ())
-        from irkit.ir.core import freeze_attrs
-        if attrs:
-            op.attrs = freeze_attrs({k: v for k, v in attrs.items() if v is not None})
-        for k, v in pend:
-            self._pending_resources.append((op, k, v[1], v[2], v[3]))
-        if loc is not None:
-            op.loc = loc
+        pend: tuple[str, str, TensorType, int] | None = None
+        if attr_txt is None:
+            attrs: Mapping[str, Any] = _NO_ATTRS
+        else:
+            key = (name, attr_txt)
+            attrs = _ATTR_CACHE.get(key)  # type: ignore[assignment]
+            if attrs is None:
+                rm = _RESOURCE_ATTR.match(attr_txt) if name == "ik.constant" else None
+                if rm is not None:
+                    # The common large-constant line: {value = dense_resource<name> : tensor<...>}
+                    try:
+                        rtype = _cached_type(rm.group(2))
+                    except ValueError:
+                        return False
+                    pend = ("value", rm.group(1), rtype, m.start("attrs") + rm.start(1))
+                    attrs = _NO_ATTRS
+                else:
+                    parsed = self._fast_attrs(m, name)
+                    if parsed is None:
+                        return False
+                    attrs, pend = parsed
+                    if pend is None and len(attr_txt) < 400 and len(_ATTR_CACHE) < 50_000:
+                        _ATTR_CACHE[key] = attrs
+        op = Op._make(name, operands, out_types, attrs, loc)
+        if pend is not None:
+            self._pending_resources.append((op, *pend))
         g.append(op)
         if res is not None:
             if n == 1:
@@ -528,6 +522,33 @@ class Parser:
                     scope[f"{res}#{j}"] = op.results[j]
         self._lexpos = m.end()
         return True
+
+    def _fast_attrs(self, m: re.Match, name: str) -> tuple[Mapping[str, Any], tuple | None] | None:
+        """The attribute dictionary of a fast-path line, frozen; None to fall back."""
+        saved = (self.toks, self.i, self._lexpos, self._eof)
+        self.toks, self.i, self._lexpos, self._eof = [], 0, m.start("attrs") + 1, False
+        try:
+            attrs = self._attr_entries("}")
+            ok = self._lexpos == m.end("attrs") and self.i == len(self.toks)
+        except ParseError:
+            ok = False
+        finally:
+            self.toks, self.i, self._lexpos, self._eof = saved
+        if not ok:
+            return None
+        try:
+            attrs = self._coerce_attrs(name, attrs, _Tok("string", name, m.start(3)))
+        except ParseError:
+            return None
+        pend = [(k, v) for k, v in attrs.items() if isinstance(v, tuple) and v[:1] == ("__resource__",)]
+        if len(pend) > 1:
+            return None
+        pending = None
+        if pend:
+            k, v = pend[0]
+            attrs[k] = None
+            pending = (k, v[1], v[2], v[3])
+        return freeze_attrs({k: v for k, v in attrs.items() if v is not None}), pending
 
     def _op(self, g: Graph, scope: dict[str, Value]) -> None:
         results: list[tuple[str, int, _Tok]] = []
@@ -592,7 +613,6 @@ class Parser:
         pend = [(k, v) for k, v in attrs.items() if isinstance(v, tuple) and v[:1] == ("__resource__",)]
         for k, v in pend:
             attrs[k] = None
-        from irkit.ir.core import freeze_attrs
         op.attrs = freeze_attrs({k: v for k, v in attrs.items() if v is not None})
         for k, v in pend:
             self._pending_resources.append((op, k, v[1], v[2], v[3]))
@@ -934,12 +954,18 @@ class Parser:
         return Dense(arr.reshape(ty.shape), dt)  # type: ignore[arg-type]
 
 
+_T = r"tensor<[^<>\n]*>"
+_TLIST = r"(?:" + _T + r"(?:, " + _T + r")*+)?"
 _FAST_OP = re.compile(
     r"[ \t]*(?:\n[ \t]*)*(?:(%[A-Za-z0-9_$.\-]+)(?::(\d+))? = )?\"([A-Za-z0-9_.]+)\"\(((?:%[A-Za-z0-9_$.\-]+(?:#\d+)?(?:, )?)*)\)"
-    r"(?: (?P<attrs>\{[^\n]*?\}))? : \(([^\n]*?)\) -> ((?:\([^\n]*?\))|(?:tensor<[^<>\n]*>))"
+    r"(?: (?P<attrs>\{(?:[^}\n]++|\}(?! : \())*+\}))? : \((" + _TLIST + r")\) -> (\(" + _TLIST + r"\)|" + _T + r")"
     r"(?: loc\(([^\n]*)\))?[ \t]*(?=\n|\Z)")
 _TYPE_RE = re.compile(r"tensor<[^<>]*>")
+_RESOURCE_ATTR = re.compile(r"\{value = dense_resource<([A-Za-z_][A-Za-z0-9_$.]*)> : (tensor<[^<>]*>)\}\Z")
 _TYPE_CACHE: dict[str, TensorType] = {}
+_SIG_CACHE: dict[str, tuple[TensorType, ...] | None] = {}
+_NO_ATTRS: Mapping[str, Any] = freeze_attrs(None)
+_UNKNOWN_LOC = Location.unknown()
 _LOC_CACHE: dict[str, Location] = {}
 _ATTR_CACHE: dict[tuple[str, str], dict[str, Any]] = {}
 _SIMPLE_LOC = re.compile(r'"([^"\\]*)"(?::(\d+):(\d+))?(?:\("([^"\\]*)":(\d+):(\d+)\))?\Z')
@@ -952,6 +978,18 @@ def _cached_type(text: str) -> TensorType:
         if len(_TYPE_CACHE) < 100_000:
             _TYPE_CACHE[text] = t
     return t
+
+
+def _sig_types(text: str) -> tuple[TensorType, ...] | None:
+    """The types of ``tensor<...>, tensor<...>`` (a signature list); None unless the
+    text is exactly that list.  Raises ValueError for a malformed type."""
+    hit = _SIG_CACHE.get(text)
+    if hit is None and text not in _SIG_CACHE:
+        found = _TYPE_RE.findall(text)
+        hit = tuple(_cached_type(t) for t in found) if ", ".join(found) == text else None
+        if len(_SIG_CACHE) < 100_000:
+            _SIG_CACHE[text] = hit
+    return hit
 
 
 def _simple_loc(text: str) -> Location | None:

@@ -108,12 +108,20 @@ class Printer:
         self.resources: dict[str, Dense] = {}
         self._names: dict[int, str] = {}
         self._counter = 0
-        self._used_resource_names: dict[str, bytes] = {}
+        self._used_resource_names: dict[str, Dense] = {}
+        # Identity caches for one print call (entries hold their key object, so an id
+        # is never mistaken for a later object's): type -> text, attribute dict -> text.
+        self._type_text: dict[int, tuple[TensorType, str]] = {}
+        self._attr_text: dict[int, tuple[Any, str]] = {}
+        self._loc_text: dict[int, tuple[Location, str]] = {}
 
     # -- entry points --------------------------------------------------------
     def module(self, m: Module) -> str:
         self.resources = {}
         self._used_resource_names = {}
+        self._type_text = {}
+        self._attr_text = {}
+        self._loc_text = {}
         lines: list[str] = ['"builtin.module"() ({']
         for f in m.functions:
             self._function(f, lines, "  ")
@@ -166,22 +174,37 @@ class Printer:
             return n
         return "%<<undefined>>"
 
+    def _type(self, t: TensorType) -> str:
+        hit = self._type_text.get(id(t))
+        if hit is not None and hit[0] is t:
+            return hit[1]
+        text = str(t)
+        self._type_text[id(t)] = (t, text)
+        return text
+
     def _op(self, op: Op, lines: list[str], ind: str) -> None:
         res = ""
-        if op.results:
+        results = op.results
+        names = self._names
+        if results:
             base = f"%{self._counter}"
             self._counter += 1
-            if len(op.results) == 1:
-                self._names[id(op.results[0])] = base
+            if len(results) == 1:
+                names[id(results[0])] = base
+                res = base + " = "
             else:
-                for i, r in enumerate(op.results):
-                    self._names[id(r)] = f"{base}#{i}"
-            res = (base if len(op.results) == 1 else f"{base}:{len(op.results)}") + " = "
-        names = self._names
-        operands = ", ".join([names.get(id(v)) or "%<<undefined>>" for v in op._operands])
-        head = f'{ind}{res}"{op.name}"({operands})'
+                for i, r in enumerate(results):
+                    names[id(r)] = f"{base}#{i}"
+                res = f"{base}:{len(results)} = "
+        tstr = self._type
+        operands = op._operands
+        head = f'{ind}{res}"{op.name}"(' + ", ".join([names.get(id(v)) or "%<<undefined>>" for v in operands]) + ")"
         attrs = self._attr_dict(op.attrs)
-        sig = "(" + ", ".join([str(v.type) for v in op._operands]) + ") -> " + _results_type([r.type for r in op.results])
+        if len(results) == 1:
+            outs = tstr(results[0].type)
+        else:
+            outs = "(" + ", ".join([tstr(r.type) for r in results]) + ")"
+        sig = "(" + ", ".join([tstr(v.type) for v in operands]) + ") -> " + outs
         loc = self._loc(op.loc)
         if op.regions:
             lines.append(head + " ({")
@@ -195,22 +218,49 @@ class Printer:
             lines.append(head + (f" {attrs}" if attrs else "") + f" : {sig}{loc}")
 
     def _loc(self, loc: Location) -> str:
+        hit = self._loc_text.get(id(loc))
+        if hit is not None and hit[0] is loc:
+            return hit[1]
         if not self.print_locations or loc.is_unknown:
-            return ""
-        s = _LOC_STR.get(loc)
-        if s is None:
-            s = " " + location_str(loc)
-            if len(_LOC_STR) < 100_000:
-                _LOC_STR[loc] = s
+            s = ""
+        else:
+            s = _LOC_STR.get(loc)  # type: ignore[assignment]
+            if s is None:
+                s = " " + location_str(loc)
+                if len(_LOC_STR) < 100_000:
+                    _LOC_STR[loc] = s
+        self._loc_text[id(loc)] = (loc, s)
         return s
 
     # -- attributes --------------------------------------------------------------
     def _attr_dict(self, attrs: Any) -> str:
         if not attrs:
             return ""
-        return "{" + ", ".join(f"{_key(k)} = {self.attr(v)}" for k, v in sorted(attrs.items())) + "}"
+        hit = self._attr_text.get(id(attrs))
+        if hit is not None and hit[0] is attrs:
+            return hit[1]
+        cacheable = True
+        parts = []
+        for k, v in sorted(attrs.items()):
+            if type(v) is Dense:
+                cacheable = False  # resource naming depends on what was printed before
+            parts.append(f"{_key(k)} = {self.attr(v)}")
+        text = "{" + ", ".join(parts) + "}"
+        if cacheable:
+            self._attr_text[id(attrs)] = (attrs, text)
+        return text
 
     def attr(self, v: Any) -> str:
+        t = type(v)
+        if t is tuple:
+            if v and all(type(x) is int for x in v):
+                return "array<i64: " + ", ".join(map(str, v)) + ">"
+        elif t is Dense:
+            return self.dense(v)
+        elif t is int:
+            return f"{v} : i64"
+        elif t is bool:
+            return "true" if v else "false"
         if isinstance(v, bool):
             return "true" if v else "false"
         if isinstance(v, int):
@@ -246,21 +296,42 @@ class Printer:
         return f"dense_resource<{name}> : {t}"
 
     def _resource_name(self, d: Dense) -> str:
-        base = d.resource or "__ik_const"
-        base = re.sub(r"[^A-Za-z0-9_$.]", "_", base)
-        if not _BARE.fullmatch(base):
-            base = "_" + base
+        base = _resource_base(d.resource or "__ik_const")
         name, k = base, 0
-        dig = d.digest()
-        while name in self._used_resource_names and self._used_resource_names[name] != dig:
+        used = self._used_resource_names
+        # Digests are compared only when two constants want the same name.
+        while name in used and used[name] is not d and used[name].digest() != d.digest():
             k += 1
             name = f"{base}_{k}"
-        self._used_resource_names[name] = dig
+        used[name] = d
         return name
 
 
+_RESOURCE_BASE: dict[str, str] = {}
+
+
+def _resource_base(name: str) -> str:
+    """A resource name usable bare in MLIR text (cached: models reuse few names)."""
+    base = _RESOURCE_BASE.get(name)
+    if base is None:
+        base = re.sub(r"[^A-Za-z0-9_$.]", "_", name)
+        if not _BARE.fullmatch(base):
+            base = "_" + base
+        if len(_RESOURCE_BASE) < 100_000:
+            _RESOURCE_BASE[name] = base
+    return base
+
+
+_KEY_TEXT: dict[str, str] = {}
+
+
 def _key(k: str) -> str:
-    return k if _BARE.fullmatch(k) else escape_string(k)
+    text = _KEY_TEXT.get(k)
+    if text is None:
+        text = k if _BARE.fullmatch(k) else escape_string(k)
+        if len(_KEY_TEXT) < 10_000:
+            _KEY_TEXT[k] = text
+    return text
 
 
 def _results_type(types: Iterable[TensorType]) -> str:
