@@ -100,8 +100,10 @@ def stablehlo_text(fn: Callable[..., Any], args: Sequence[Any]) -> str:
 # example models
 
 
-FAST = {"gpt2_tiny", "bert_tiny_sdpa", "gpt2_tiny_fp16", "llama_tiny", "llama_tiny_bf16", "t5_tiny", "vit_tiny"}
-"""One of each family and each half-precision dtype; the other tiny twins run with the slow tests."""
+FAST = {"gpt2_tiny", "bert_tiny_sdpa", "gpt2_tiny_fp16", "llama_tiny", "llama_tiny_bf16", "t5_tiny", "vit_tiny",
+        "llama_tiny_sdpa", "llama_tiny_interleave", "t5_encoder_tiny_sdpa", "vit_tiny_sdpa"}
+"""Each family in eager and SDPA form, each half-precision dtype, both ways of repeating K/V;
+the other tiny twins run with the slow tests."""
 
 try:
     from examples.models.registry import MODELS
