@@ -61,6 +61,15 @@ MODELS = (
     "vit_small",
 )
 CHIPS = ("v4", "v5e", "v5p", "v6e")
+WHY = """\
+## Why they differ
+
+- FLOPs: both count 2·M·N·K per matmul; XLA counts elementwise work on its rewritten HLO and keeps exp/tanh/rsqrt apart as transcendentals, irkit one FLOP per registry op and element.
+- Bytes: XLA counts every asynchronous copy or slice of a weight into on-chip VMEM on its start and on its done, a read and a write each (four times the weight; `prefetch %`); arrays at their (8,128)-tiled size (`args` > 1 where dims are below 128); the layout copies it inserts (`layout %`). irkit counts each operand once at its logical size, but moves intermediates through HBM that XLA's larger fusions keep on chip (the `tanh(x)*x+x` rows). `recon/XLA` near 1 says these rules account for XLA's figure.
+- Precision: at the default precision XLA keeps some dot-only intermediates in bf16 (fewer bytes); FLOPs are counted the same.
+- Time: irkit models no per-kernel fixed cost, which weighs most on the tiny models; XLA's cycles are divided by the spec's clock, so on v6e they depend on which MXU-count/clock reading is right. v5p is compiled as one program over the chip's two TensorCores (it alone has temporary buffers), and XLA's time for it is not explained by irkit's description.
+- The discussion with numbers is in docs/hardware.md ("Whole modules, and XLA's own count of them").
+"""
 
 
 @dataclass
@@ -254,7 +263,7 @@ def main() -> int:
         "",
         (
             "Ratios are XLA / irkit. `gemm %`: share of irkit's FLOPs in matmuls and attention. "
-            "`XLA s`: the TPU compiler's summed `estimated_cycles` over the chip clock in the spec "
+            "`XLA µs`: the TPU compiler's summed `estimated_cycles` over the chip clock in the spec "
             "(on v6e that clock follows the Cloud TPU page, 3.5 GHz with 2 MXUs; at the other "
             "reading, 4 MXUs at about 1.75 GHz, XLA's seconds double). `args`: XLA's "
             "`memory_analysis()` argument bytes over the logical bytes of the inputs and weights. "
@@ -304,6 +313,7 @@ def main() -> int:
         vals = [v for v in vals if v > 0]
         return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else float("nan")
 
+    L += ["", WHY]
     hi = [r for r in rows if r.precision == "highest"]
     if hi:
         L += [
