@@ -543,8 +543,11 @@ def test_rotary_embedding_opset23(case: str, record_property: Any) -> None:
 
 FAST_CASES = {("gpt2_tiny", "dynamo", None), ("gpt2_tiny", "torchscript", None),
               ("llama_tiny_sdpa", "dynamo", 23), ("llama_tiny_sdpa", "torchscript", None),
-              ("bert_tiny", "torchscript", None)}
-"""Run by default: both exporters, opset 23's Attention/RotaryEmbedding/RMSNormalization, ~60 s on 2 cores."""
+              ("bert_tiny", "torchscript", None), ("t5_tiny", "dynamo", None),
+              ("vit_tiny_sdpa", "dynamo", None), ("gpt2_tiny_fp16", "dynamo", None),
+              ("llama_tiny_bf16", "torchscript", None)}
+"""Run by default: both exporters, opset 23's Attention/RotaryEmbedding/RMSNormalization, every
+family (T5 with its decoder), fp16 and bf16 weights; the other tiny cases run with the slow tests."""
 
 
 def _tiny_models() -> list[str]:
