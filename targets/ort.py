@@ -9,6 +9,13 @@ the IR op id, so every ONNX node (and so every ORT kernel) maps back to an IR
 op and its source location.  ``ik.attention`` goes out as opset-23 Attention,
 or decomposed (``attention="decomposed"``) where ORT's Attention kernel does
 not cover a case (an additive bias together with a boolean mask).
+
+bfloat16: onnxruntime's CPU kernels have almost no bf16 implementations (MatMul,
+Mul, Softmax... are missing), so a bf16 value travels as float32 holding a
+bf16-representable number: after every op whose IR result is bf16 the exporter
+rounds with ``Cast(to=BFLOAT16)`` and back, which is what the interpreter does
+(compute in float32, round the result). Constants become float32 initializers
+(exact); at the boundary bf16 crosses as float32 (the Python API has no bf16).
 """
 
 from __future__ import annotations
@@ -76,11 +83,7 @@ class _Exporter:
         name = self.fresh(base)
         a = np.asarray(arr)
         if a.dtype == DType.bf16.np:
-            t = numpy_helper.from_array(a.astype(np.float32), name)
-            from onnx import TensorProto, helper
-
-            t = helper.make_tensor(name, TensorProto.BFLOAT16, a.shape,
-                                   a.view(np.uint16).reshape(-1).tolist(), raw=False)
+            t = numpy_helper.from_array(a.astype(np.float32), name)  # exact; see the module note on bf16
         else:
             t = numpy_helper.from_array(np.ascontiguousarray(a).reshape(a.shape), name)
         self.inits.append(t)
@@ -103,9 +106,9 @@ class _Exporter:
         for i, a in enumerate(fn.args):
             nm = a.name or f"arg{i}"
             if a.dtype is DType.bf16:
-                # onnxruntime's Python API has no bf16 arrays: bf16 crosses the boundary as f32.
+                # bf16 travels as f32 (see the module note); the values fed are bf16-representable.
                 inputs.append(oh.make_tensor_value_info(nm, _onnx_dtype(DType.f32), self.shape(a.type)))
-                self.names[id(a)] = self.node("Cast", [nm], to=_onnx_dtype(DType.bf16))[0]
+                self.names[id(a)] = nm
                 continue
             self.names[id(a)] = nm
             inputs.append(oh.make_tensor_value_info(nm, _onnx_dtype(a.dtype), self.shape(a.type)))
@@ -115,7 +118,7 @@ class _Exporter:
             src = self.names[id(v)]
             out = f"output{i}"
             if v.dtype is DType.bf16:
-                self.nodes.append(oh.make_node("Cast", [src], [out], name=f"output{i}", to=_onnx_dtype(DType.f32)))
+                self.nodes.append(oh.make_node("Identity", [src], [out], name=f"output{i}"))
                 outputs.append(oh.make_tensor_value_info(out, _onnx_dtype(DType.f32), self.shape(v.type)))
                 continue
             self.nodes.append(oh.make_node("Identity", [src], [out], name=f"output{i}"))
@@ -134,6 +137,16 @@ class _Exporter:
                 self.names[id(r)] = n
 
     def op(self, op: Op) -> list[str]:
+        outs = self._op(op)
+        if op.name == "ik.fused":
+            return outs  # the region's own ops rounded their results
+        for i, r in enumerate(op.results):
+            if r.dtype is DType.bf16:  # bf16 lives in f32: round to bf16 here (see the module note)
+                rounded = self.node("Cast", [outs[i]], owner=op, to=_onnx_dtype(DType.bf16))[0]
+                outs[i] = self.node("Cast", [rounded], owner=op, to=_onnx_dtype(DType.f32))[0]
+        return outs
+
+    def _op(self, op: Op) -> list[str]:
         short = op.name[3:] if op.name.startswith("ik.") else op.name
         ins = [self.names[id(v)] for v in op.operands]
         a = op.attrs
@@ -154,8 +167,8 @@ class _Exporter:
             return nd("Mod", ins, owner=op, fmod=1)
         if short == "where":
             return nd("Where", ins, owner=op)
-        if short == "cast":
-            return nd("Cast", ins, owner=op, to=_onnx_dtype(a["to"]))
+        if short == "cast":  # to bf16: to f32 here, op() rounds
+            return nd("Cast", ins, owner=op, to=_onnx_dtype(DType.f32 if a["to"] is DType.bf16 else a["to"]))
         if short == "dropout":
             return nd("Identity", ins, owner=op)
         if short in _REDUCE:

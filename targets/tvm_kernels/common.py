@@ -395,7 +395,10 @@ def _run_nvcc(cmd: list[str], timeout_s: float) -> subprocess.CompletedProcess[s
 
 
 def dtype_of(expr: tirx.PrimExpr) -> str:
-    """The dtype of a TIR expression (0.27 exposes it as ``expr.ty``, a PrimType)."""
+    """The dtype of a TIR expression (0.27 exposes it as ``expr.ty``, a PrimType); a
+    ``TensorSlice`` (``C[i, j]`` in a te.compute body) has its tensor's dtype."""
+    if isinstance(expr, te.TensorSlice):
+        return str(expr.tensor.dtype)
     return str(expr.ty)
 
 
