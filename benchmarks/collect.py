@@ -21,7 +21,8 @@ SECTIONS = [
     ("scalesim", "Systolic model vs SCALE-Sim v3 cycle counts"),
     ("tvm_gemm", "TVM scheduled GEMM vs NumPy/OpenBLAS, attention kernel"),
     ("xla_vs_jax", "irkit xla-cpu vs plain jax.jit"),
-    ("tvm_vs_ort", "irkit tvm-llvm vs onnxruntime and TVM's default pipeline"),
+    ("tvm_speed", "irkit tvm-llvm vs onnxruntime and TVM's default pipeline"),
+    ("gpu_check", "GPU check (tvm-cuda, xla-gpu, fused attention vs torch)"),
     ("peers", "Peer comparison on the example models"),
     ("pipeline_scaling", "Optimising pipeline scaling"),
 ]

@@ -134,7 +134,11 @@ def main() -> None:
         help="GPT-2-small attention sequence lengths ('' to skip)",
     )
     p.add_argument("--repeats", type=int, default=7)
-    p.add_argument("--out", help="also write the markdown here")
+    p.add_argument(
+        "--out",
+        default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "tvm_gemm.md"),
+        help="results file ('-' to print only)",
+    )
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--threads-one", type=int, default=1, help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -171,7 +175,15 @@ def main() -> None:
         results.append(json.loads(line[0][len("RESULT ") :]))
     cpu = results[0]["cpu"]
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    command = "python benchmarks/tvm_gemm.py " + " ".join(shlex.quote(x) for x in sys.argv[1:])
     lines = [
+        "# TVM scheduled GEMM and fused attention vs NumPy/OpenBLAS (CPU)",
+        "",
+        f"Command: `{command.strip()}`",
+        "",
+        "The machine is shared and noisy (2 vCPUs, often at load 10+): TVM and NumPy are timed "
+        "alternately within each repeat, so read the per-repeat ratios, not absolute GF/s.",
+        "",
         (
             f"TVM hand-scheduled kernels vs NumPy on `{cpu}` (LLVM host CPU), {args.repeats} repeats, "
             f"TVM and NumPy timed alternately; median (min–max). Load average at the end: {load:.1f}."
@@ -198,16 +210,13 @@ def main() -> None:
             "Ratio: GEMM rows divide GF/s (TVM / NumPy); attention rows divide times (NumPy / TVM), "
             "so above 1 means TVM is faster in both."
         ),
-        "",
-        "Command: `"
-        + " ".join(shlex.quote(x) for x in [os.path.relpath(sys.executable), *sys.argv])
-        + "`",
     ]
     text = "\n".join(lines)
     print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
+    if args.out != "-":
+        from irkit.fileio import atomic_write
+
+        atomic_write(args.out, text + "\n")
 
 
 if __name__ == "__main__":

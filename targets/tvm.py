@@ -248,6 +248,9 @@ class _Lowerer:
                  "rsqrt": topi.rsqrt, "tanh": topi.tanh, "erf": topi.erf, "sigmoid": topi.sigmoid, "sin": topi.sin,
                  "cos": topi.cos, "floor": topi.floor, "ceil": topi.ceil, "sign": topi.sign,
                  "not": topi.logical_not}
+        if name in ("tanh", "erf", "exp", "sigmoid"):
+            # the polynomial forms of the kernel library: TOPI's are one scalar libm call per element
+            return [emit(lambda x: _te_unary(topi, name, x), ins[0])]
         if name in unary:
             return [emit(unary[name], ins[0])]
         if name == "reciprocal":
@@ -263,18 +266,27 @@ class _Lowerer:
                     k3 = self.tvm.tirx.const(0.044715, x.dtype)
                     inner = topi.multiply(c, topi.add(x, topi.multiply(k3, topi.multiply(x, topi.multiply(x, x)))))
                     return topi.multiply(topi.multiply(self.tvm.tirx.const(0.5, x.dtype), x),
-                                         topi.add(self.tvm.tirx.const(1.0, x.dtype), topi.tanh(inner)))
+                                         topi.add(self.tvm.tirx.const(1.0, x.dtype), _te_unary(topi, "tanh", inner)))
             else:
                 def gelu(x: Any) -> Any:
                     half = self.tvm.tirx.const(0.5, x.dtype)
                     return topi.multiply(topi.multiply(half, x), topi.add(self.tvm.tirx.const(1.0, x.dtype),
-                                         topi.erf(topi.multiply(x, self.tvm.tirx.const(1 / math.sqrt(2), x.dtype)))))
+                                         _te_unary(topi, "erf", topi.multiply(x, self.tvm.tirx.const(1 / math.sqrt(2), x.dtype)))))
             return [emit(gelu, ins[0])]
         binary = {"add": topi.add, "sub": topi.subtract, "mul": topi.multiply, "div": topi.divide,
                   "pow": topi.power, "max": topi.maximum, "min": topi.minimum, "eq": topi.equal,
                   "ne": topi.not_equal, "lt": topi.less, "le": topi.less_equal, "gt": topi.greater,
                   "ge": topi.greater_equal, "and": topi.logical_and, "or": topi.logical_or,
                   "xor": topi.logical_xor}
+        if name == "pow" and out_t is not None and out_t.dtype.is_float:
+            e = _scalar_constant(op.operand(1))
+            if e in (1.0, 2.0, 3.0):  # x*x*x instead of a libm powf per element
+                def ipow(x: Any, _y: Any) -> Any:
+                    y = x
+                    for _ in range(int(e) - 1):
+                        y = topi.multiply(y, x)
+                    return topi.broadcast_to(y, self.shape(op.results[0]))
+                return [emit(ipow, *ins)]
         if name in binary:
             if name == "div" and op.results[0].dtype.is_int:
                 return [emit(topi.trunc_divide, *ins)]
@@ -418,6 +430,31 @@ class _Lowerer:
         raise TargetUnavailable(f"tvm: attention at {op.loc.short()} with these dtypes/shapes has no kernel")
 
 
+def _scalar_constant(v: Value) -> float | None:
+    """The value of ``v`` when it is a one-element ``ik.constant``, else None."""
+    op = v.producer
+    if op is None or op.name != "ik.constant":
+        return None
+    arr = np.asarray(op.attrs["value"].array)
+    return float(arr.reshape(-1)[0]) if arr.size == 1 else None
+
+
+def _fast_unary(name: str, x: Any) -> Any:
+    """float32 tanh/erf/exp/sigmoid as the kernel library's vectorisable polynomials."""
+    from irkit.targets.tvm_kernels.elementwise import _unary
+
+    return _unary(name, x, "float32", True)
+
+
+def _te_unary(topi: Any, name: str, t: Any) -> Any:
+    """``topi.<name>(t)``, or the polynomial form for float32 tensors."""
+    if str(t.dtype) != "float32":
+        return getattr(topi, name)(t)
+    from tvm import te
+
+    return te.compute(t.shape, lambda *i: _fast_unary(name, t[i]), name=f"fast_{name}")
+
+
 class _Proxy:
     """A matmul view of an epilogue region: the region's matmul with outer operands."""
 
@@ -458,6 +495,60 @@ def _unfused_pipeline(target: Any) -> Any:
         with target:
             return tvm.transform.Sequential(passes)(mod)
 
+    return pipeline
+
+
+def _schedule_topi_cpu(func: Any, lanes: int) -> Any:
+    """Flatten, vectorise and parallelise every spatial block of a Relax-fused TOPI PrimFunc.
+
+    TVM's default CPU pipeline leaves these loop nests unscheduled: one thread, scalar code.
+    Reduction blocks (norms, reductions outside the kernel library) keep their loops. Any
+    schedule error leaves the function as it was.
+    """
+    from tvm import s_tir
+
+    from irkit.targets.tvm_kernels.common import schedule_elementwise_cpu
+
+    try:
+        sch = s_tir.Schedule(func)
+        for blk in sch.get_child_blocks(sch.get_sblock("root")):
+            if any(int(iv.iter_type) != 0 for iv in sch.get(blk).iter_vars) or not sch.get_loops(blk):
+                continue
+            schedule_elementwise_cpu(sch, blk, lanes)
+        return sch.mod["main"]
+    except Exception:  # noqa: BLE001 - scheduling is an optimisation; keep the plain loops
+        return func
+
+
+def _cpu_pipeline(target: Any) -> Any:
+    """TVM's default CPU Relax pipeline plus a CPU schedule for the Relax-fused TOPI functions."""
+    import tvm
+    from tvm import relax
+    from tvm.relax.backend.cpu_generic import pipeline as cpu
+
+    from irkit.targets.tvm_kernels.common import simd_lanes
+
+    lanes = simd_lanes(target)
+
+    @tvm.transform.module_pass(opt_level=0)
+    def schedule_topi(mod: Any, _ctx: Any) -> Any:
+        out = {}
+        for gv, f in mod.functions.items():
+            if isinstance(f, tvm.tirx.PrimFunc) and not f.attrs.get("tirx.is_scheduled", False):
+                out[gv] = _schedule_topi_cpu(f, lanes).with_attr("tirx.is_scheduled", True)
+        for gv, f in out.items():
+            mod[gv] = f
+        return mod
+
+    @tvm.transform.module_pass(opt_level=0)
+    def pipeline(mod: Any, _ctx: Any) -> Any:
+        with target:
+            seq = tvm.transform.Sequential(
+                cpu.library_dispatch_passes(target) + cpu.legalize_passes(target) + [schedule_topi]
+                + cpu.dataflow_lower_passes(target) + cpu.finalize_passes(target))
+            return seq(mod)
+
+    del relax
     return pipeline
 
 
@@ -508,7 +599,8 @@ class TvmTarget(Target):
         files: dict[str, str | bytes] = {"relax.py": mod.script()}
         info: dict[str, Any] = {}
         try:
-            ex = tvm.compile(mod, target=target)
+            ex = tvm.compile(mod, target=target,
+                             relax_pipeline=_cpu_pipeline(target) if self.kind == "llvm" else "default")
         except Exception as e:  # noqa: BLE001 - TVM's FuseTIR rejects some graphs; build unfused
             info["fusion"] = ("Relax FuseOps/FuseTIR failed here (" + str(e).strip().splitlines()[-1][:200]
                               + "); built without Relax operator fusion")
