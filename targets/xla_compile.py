@@ -34,6 +34,7 @@ so ``ik.matmul@model.py:42`` reaches the HLO as plain ``ik.matmul``.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.metadata
 import importlib.util
@@ -507,14 +508,37 @@ def _topology_kwargs(canon: str, topology: str) -> dict[str, Any]:
     return kwargs
 
 
+@contextlib.contextmanager
+def _quiet_native_stderr() -> Any:
+    """Silence what libtpu prints on file descriptor 2 while it loads without a TPU
+    (warnings about TPU_ACCELERATOR_TYPE, worker hostnames and host bounds that do not
+    apply to a deviceless compile). ``IRKIT_VERBOSE=1`` keeps them; errors still raise."""
+    if _os.environ.get("IRKIT_VERBOSE"):
+        yield
+        return
+    import sys
+    import tempfile
+
+    sys.stderr.flush()
+    saved = _os.dup(2)
+    with tempfile.TemporaryFile() as sink:
+        _os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            _os.dup2(saved, 2)
+            _os.close(saved)
+
+
 @functools.cache
 def _tpu_topology_devices(canon: str, topology: str) -> tuple[Any, ...]:
     from jax.experimental import topologies
 
     try:
-        desc = topologies.get_topology_desc(
-            platform="tpu", topology_name=topology, **_topology_kwargs(canon, topology)
-        )
+        with _quiet_native_stderr():
+            desc = topologies.get_topology_desc(
+                platform="tpu", topology_name=topology, **_topology_kwargs(canon, topology)
+            )
     except RuntimeError as e:  # JaxRuntimeError derives from RuntimeError
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         if "not installed" in first or "TPU support" in first:
