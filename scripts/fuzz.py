@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,37 +43,60 @@ def _commit() -> str:
         return "unknown commit"
 
 
-def stage_graphs(args: argparse.Namespace) -> tuple[list[str], bool]:
-    t0 = time.perf_counter()
+def _collect(env: dict[str, str]) -> list[str]:
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "--collect-only", "-p", "no:cacheprovider",
+                        str(ROOT / "tests" / "property" / "test_random_graphs.py")],
+                       env=env, capture_output=True, text=True, cwd=ROOT)
+    return [ln.split("::", 1)[1] for ln in r.stdout.splitlines() if "::" in ln]
+
+
+def stage_graphs(args: argparse.Namespace, progress: Callable[[list[str]], None]) -> tuple[list[str], bool]:
+    """Each property in its own pytest process, ``--workers`` at a time; the report is
+    rewritten as each finishes, so a run cut short still records what it completed."""
+    from concurrent.futures import ThreadPoolExecutor
+
     env = dict(os.environ, IRKIT_FUZZ_EXAMPLES=str(args.graphs), IRKIT_FUZZ_TARGET_EXAMPLES=str(args.target_graphs))
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", str(args.workers), "-rA",
-           "--durations=0", str(ROOT / "tests" / "property" / "test_random_graphs.py")]
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
-    dt = time.perf_counter() - t0
-    out = r.stdout.splitlines()
-    secs: dict[str, float] = {}
-    for ln in out:
-        m = re.match(r"\s*([\d.]+)s call\s+\S+::(\S+)", ln)
-        if m:
-            secs[m.group(2)] = float(m.group(1))
-    results = [(ln.split("::", 1)[-1].split(" ")[0], ln.startswith("PASSED"))
-               for ln in out if ln.startswith(("PASSED", "FAILED"))]
-    lines = [TITLES["graphs"] + "\n",
-             f"Hypothesis (derandomized), {args.workers} workers, {dt / 60:.1f} min in all. Graphs per property: "
-             f"{args.graphs} for each pass, pipeline and text property; {args.target_graphs} for each target "
-             "(each graph is compiled).\n",
-             "| property | graphs | result | minutes |", "|---|---:|---|---:|"]
-    for name, ok in sorted(results):
-        n = args.target_graphs if name.startswith("test_target_matches_oracle") else args.graphs
-        lines.append(f"| {name} | {n} | {'passed' if ok else 'FAILED'} | {secs.get(name, 0) / 60:.1f} |")
-    failed = [n for n, ok in results if not ok]
-    lines.append(f"\n{len(results) - len(failed)} passed, {len(failed)} failed.\n")
-    if failed or r.returncode not in (0, 1):
-        lines.append("```\n" + (r.stdout + r.stderr)[-6000:] + "\n```\n")
-    return lines, not failed and r.returncode == 0
+    tests = _collect(env)
+    if args.graphs_filter:
+        tests = [t for t in tests if args.graphs_filter in t]
+    t0 = time.perf_counter()
+    done: dict[str, tuple[bool, float, str]] = {}
+
+    def one(test: str) -> None:
+        s0 = time.perf_counter()
+        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
+                            f"{ROOT / 'tests' / 'property' / 'test_random_graphs.py'}::{test}"],
+                           env=env, capture_output=True, text=True, cwd=ROOT)
+        done[test] = (r.returncode == 0, time.perf_counter() - s0, (r.stdout + r.stderr)[-4000:])
+        progress(render())
+
+    def render(final: bool = False) -> list[str]:
+        lines = [TITLES["graphs"] + "\n",
+                 f"Hypothesis (derandomized), each property in its own process, {args.workers} at a time, "
+                 f"{(time.perf_counter() - t0) / 60:.0f} min {'in all' if final else 'so far'}. Graphs per property: {args.graphs} for each "
+                 f"pass, pipeline and text property; {args.target_graphs} for each target (each graph is "
+                 "compiled).\n",
+                 "| property | graphs | result | minutes |", "|---|---:|---|---:|"]
+        for test in tests:
+            n = args.target_graphs if test.startswith("test_target_matches_oracle") else args.graphs
+            if test in done:
+                ok, sec, _ = done[test]
+                lines.append(f"| {test} | {n} | {'passed' if ok else 'FAILED'} | {sec / 60:.1f} |")
+            else:
+                lines.append(f"| {test} | {n} | not run yet | |")
+        failed = [t for t, (ok, _, _) in done.items() if not ok]
+        lines.append(f"\n{len(done) - len(failed)} passed, {len(failed)} failed, {len(tests) - len(done)} not run.\n")
+        for t in failed:
+            lines.append(f"`{t}`:\n```\n{done[t][2]}\n```\n")
+        return lines
+
+    with ThreadPoolExecutor(max(1, args.workers)) as ex:
+        list(ex.map(one, tests))
+    lines = render(final=True)
+    return lines, all(ok for ok, _, _ in done.values()) and len(done) == len(tests)
 
 
-def stage_texts(args: argparse.Namespace) -> tuple[list[str], bool]:
+def stage_texts(args: argparse.Namespace, progress: Callable[[list[str]], None]) -> tuple[list[str], bool]:
     from irkit.testing import parser_fuzz
 
     from concurrent.futures import ProcessPoolExecutor
@@ -97,7 +121,7 @@ def stage_texts(args: argparse.Namespace) -> tuple[list[str], bool]:
     return lines, not rep.failures
 
 
-def stage_malformed(args: argparse.Namespace) -> tuple[list[str], bool]:
+def stage_malformed(args: argparse.Namespace, progress: Callable[[list[str]], None]) -> tuple[list[str], bool]:
     from irkit.testing import malformed
 
     folder = Path(tempfile.mkdtemp(prefix="irkit-malformed-"))
@@ -137,7 +161,8 @@ def main() -> int:
     ap.add_argument("--graphs", type=int, default=10000, help="random graphs per pass, pipeline and property")
     ap.add_argument("--target-graphs", type=int, default=500, help="random graphs per runnable target")
     ap.add_argument("--texts", type=int, default=100000, help="mutated IR texts")
-    ap.add_argument("--workers", type=int, default=2, help="pytest-xdist workers for the graph properties")
+    ap.add_argument("--workers", type=int, default=2, help="processes at a time")
+    ap.add_argument("--graphs-filter", default="", help="only the properties whose test id contains this")
     ap.add_argument("--only", default=",".join(STAGES), help="comma list of stages: " + ", ".join(STAGES))
     ap.add_argument("--out", default=str(ROOT / "RELIABILITY.md"))
     args = ap.parse_args()
@@ -147,18 +172,24 @@ def main() -> int:
         ap.error(f"unknown stage {unknown[0]!r}; expected some of {', '.join(STAGES)}")
     out = Path(args.out)
     sections = _previous_sections(out)
-    ok = True
-    for stage in only:
-        print(f"fuzz: {stage} ...", flush=True)
-        lines, good = {"graphs": stage_graphs, "texts": stage_texts, "malformed": stage_malformed}[stage](args)
-        ok &= good
-        when = f"_Run on {datetime.date.today()} at commit {_commit()}, {os.cpu_count()} cores._\n"
-        sections[stage] = "\n".join([lines[0], when, *lines[1:]]) + "\n"
     head = ("# Reliability runs\n\nProduced by `python scripts/fuzz.py` (`make fuzz`: "
             "`--graphs 10000 --target-graphs 500 --texts 100000`); each section says when and at which commit it "
             "ran. Every failure found becomes a regression test; this file lists none open when all sections say "
             "0 failed.\n")
-    atomic_write(out, head + "\n" + "\n".join(sections[s] for s in STAGES if s in sections))
+    commit = _commit()
+
+    def write(stage: str, lines: list[str]) -> None:
+        when = f"_Run on {datetime.date.today()} at commit {commit}, {os.cpu_count()} cores._\n"
+        sections[stage] = "\n".join([lines[0], when, *lines[1:]]) + "\n"
+        atomic_write(out, head + "\n" + "\n".join(sections[s] for s in STAGES if s in sections))
+
+    ok = True
+    for stage in only:
+        print(f"fuzz: {stage} ...", flush=True)
+        fn = {"graphs": stage_graphs, "texts": stage_texts, "malformed": stage_malformed}[stage]
+        lines, good = fn(args, lambda lines, stage=stage: write(stage, lines))
+        ok &= good
+        write(stage, lines)
     print(f"wrote {out}")
     return 0 if ok else 1
 
