@@ -194,10 +194,11 @@ def timeit(fn: Callable[[], Any], sync: Callable[[], None], repeats: int, warmup
 
 
 def check_and_time(built: dict[Any, Any], batch: int, seq: int, repeats: int, rows: list[dict[str, Any]]) -> None:
+    from irkit.targets.registry import get_target
+
     from irkit.check import compare_all, module_tolerance
     from irkit.interp import random_inputs
     from irkit.interp import run as interp_run
-    from irkit.targets.registry import get_target
 
     for (b, tname), val in built.items():
         if b == "attention":
@@ -226,7 +227,6 @@ def time_attention(built: dict[Any, Any], repeats: int, rows: list[dict[str, Any
     """The fused kernel vs torch eager attention and SDPA, same inputs, same GPU."""
     import torch
     import tvm
-
     from irkit.targets.tvm_kernels import attention as at
     from irkit.targets.tvm_kernels import common as c
 
@@ -291,7 +291,7 @@ def report(facts: dict[str, str], rows: list[dict[str, Any]], argv: list[str], w
     cmd = "python benchmarks/gpu_check.py " + shlex.join(argv)
     out = [f"# GPU check{' (dry run: build only)' if dry else ''}", "",
            f"Command: `{cmd.strip()}`", "",
-           f"Host: {platform.node() and 'x86_64' if platform.machine() == 'x86_64' else platform.machine()}, "
+           f"Host: {platform.machine()}, "
            f"{os.cpu_count()} CPU cores; took {wall:.0f} s. irkit pipeline: `{PIPELINE}`.", "",
            "| capability | here |", "|---|---|"]
     out += [f"| {k} | {v} |" for k, v in facts.items()]

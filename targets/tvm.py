@@ -452,7 +452,7 @@ def _te_unary(topi: Any, name: str, t: Any) -> Any:
         return getattr(topi, name)(t)
     from tvm import te
 
-    return te.compute(t.shape, lambda *i: _fast_unary(name, t[i]), name=f"fast_{name}")
+    return te.compute(t.shape, lambda *i: _fast_unary(name, t(*i)), name=f"fast_{name}")
 
 
 class _Proxy:
