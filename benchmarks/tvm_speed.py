@@ -42,18 +42,18 @@ for _i, _a in enumerate(sys.argv):
 os.environ["TVM_NUM_THREADS"] = _THREADS  # read once when TVM's thread pool starts
 os.environ.setdefault("OMP_NUM_THREADS", _THREADS)
 
-import contextlib  # noqa: E402
-import io  # noqa: E402
-import platform  # noqa: E402
-import shlex  # noqa: E402
-import time  # noqa: E402
-import traceback  # noqa: E402
-from collections.abc import Callable  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
+import contextlib
+import io
+import platform
+import shlex
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -130,10 +130,10 @@ def _logits(out: Any) -> np.ndarray:
 def build_engines(family: str, batch: int, seq: int, threads: int, skip: set[str],
                   default_max_tokens: int) -> list[Engine]:
     import torch
+    from irkit.targets.registry import get_target, load_targets
 
     from irkit.frontends.torch_export import import_torch_factory
     from irkit.passmanager import PassManager
-    from irkit.targets.registry import get_target, load_targets
 
     load_targets()
     model, inputs = block(family, batch, seq)
@@ -186,10 +186,9 @@ def build_tvm_default(model: Any, inputs: tuple[Any, ...], ids: np.ndarray) -> E
     try:
         import torch
         import tvm
+        from irkit.targets.tvm_kernels.common import cpu_target
         from tvm import relax
         from tvm.relax.frontend.torch import from_exported_program
-
-        from irkit.targets.tvm_kernels.common import cpu_target
 
         t0 = time.perf_counter()
         with _quiet():
