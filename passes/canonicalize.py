@@ -30,7 +30,7 @@ from irkit.rewrite import (
     apply_patterns,
     rule_patterns,
 )
-from irkit.rewrite.rules import RuleSet, V, X, _would_apply
+from irkit.rewrite.rules import RuleSet, V, X, _would_apply, splat_constant
 
 
 def _new(rw: Rewriter, root: Op, name: str, operands: list[Value], **attrs) -> Value:
@@ -137,44 +137,73 @@ RULES: list[Rule] = [
 
 
 
-def _operand_needs(pat: P) -> tuple[str | None, ...]:
-    """Per operand of a rule's root, the producer it needs (None: any value)."""
-    return tuple(sub.op if isinstance(sub, P) else "ik.constant" if isinstance(sub, C) else None
+def _operand_needs(pat: P) -> tuple[str | C | None, ...]:
+    """Per operand of a rule's root: the producer name it needs, the splat
+    constant (a ``C``), or None for any value."""
+    return tuple(sub.op if isinstance(sub, P) else sub if isinstance(sub, C) else None
                  for sub in pat.operands)
 
 
-def _producers_fit(needs: tuple[str | None, ...], operands: list[Value]) -> bool:
+def _producers_fit(needs: tuple[str | C | None, ...], operands: list[Value]) -> bool:
     for need, v in zip(needs, operands):
-        if need is not None:
-            p = v.producer
-            if p is None or p.name != need:
+        if need is None:
+            continue
+        p = v.producer
+        if p is None:
+            return False
+        if type(need) is str:
+            if p.name != need:
+                return False
+        else:
+            # Exactly the rule's own test for a C(...) operand.
+            c = splat_constant(v)
+            if c is None or c != need.value:  # type: ignore[union-attr]
                 return False
     return True
 
 
+def _same_value_pairs(pat: P) -> tuple[tuple[int, int], ...]:
+    """Operand positions a rule binds to one name (``P(op, V("c"), X, X)``): they must hold one value."""
+    first: dict[str, int] = {}
+    pairs = []
+    for i, sub in enumerate(pat.operands):
+        if isinstance(sub, V):
+            if sub.name in first:
+                pairs.append((first[sub.name], i))
+            else:
+                first[sub.name] = i
+    return tuple(pairs)
+
+
 class IndexedRuleSet(RuleSet):
-    """A :class:`RuleSet` that skips a rule at once when the op's operand producers
-    cannot fit its pattern (a constant where it wants ``C``, the named op where it
-    wants ``P``, in either order for commutative ops).  That is a necessary
-    condition of the full match, so the outcome is the same; most ops are
-    rejected without building any bindings."""
+    """A :class:`RuleSet` that skips a rule at once when the op cannot fit its
+    pattern: the operand count, the root's ``where`` condition, the splat
+    constant where it wants ``C``, the named op where it wants ``P`` (in either
+    order for commutative ops) and one value where a name repeats.  These are
+    necessary conditions of the full match, so the outcome is the same; most
+    ops are rejected without building any bindings."""
 
     def __init__(self, rules: list[Rule]):
         super().__init__(rules)
         d = OPS.get(self.roots[0])
         commutative = d is not None and d.has("commutative")
-        self._checks: list[tuple[Rule, int, tuple[str | None, ...], tuple[str | None, ...] | None]] = []
+        self._checks: list[tuple[Rule, int, Callable[[Op], bool] | None, tuple[str | C | None, ...],
+                                 tuple[str | C | None, ...] | None, tuple[tuple[int, int], ...]]] = []
         for r in rules:
             needs = _operand_needs(r.pattern)
             swapped = needs[::-1] if commutative and len(needs) == 2 else None
-            self._checks.append((r, len(needs), needs, swapped))
+            self._checks.append((r, len(needs), r.pattern.where, needs, swapped, _same_value_pairs(r.pattern)))
 
     def match(self, op: Op) -> Match | Fail:
         operands = op._operands
         n = len(operands)
-        for r, arity, needs, swapped in self._checks:
+        for r, arity, where, needs, swapped, same in self._checks:
             if n != arity or not (_producers_fit(needs, operands) or
                                   (swapped is not None and _producers_fit(swapped, operands))):
+                continue
+            if same and any(operands[i] is not operands[j] for i, j in same):
+                continue
+            if where is not None and not where(op):
                 continue
             m = r.match(op)
             if isinstance(m, Match):

@@ -51,8 +51,8 @@ def apply_patterns(target: Module | Function | Graph, patterns: Sequence[Pattern
         graphs = [target]
     rep = report if report is not None else RewriteReport()
     changed = False
-    table = _PatternTable(patterns, rep)
     with gc_paused():
+        table = _PatternTable(patterns, rep)
         for g in graphs:
             changed |= _run(g, table, rep, explain, max_rewrites, erase_dead, on_rewrite)
     return changed

@@ -21,7 +21,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from irkit.ir.core import Dense, Function, Graph, Location, Module, Op, Value
+from irkit.ir.core import Dense, Function, Graph, Location, Module, Op, Value, gc_paused
 from irkit.ir.types import DType, SymDim, TensorType
 
 INLINE_LIMIT = 16
@@ -117,6 +117,10 @@ class Printer:
 
     # -- entry points --------------------------------------------------------
     def module(self, m: Module) -> str:
+        with gc_paused():  # printing frees what it allocates; no collector scans needed
+            return self._module(m)
+
+    def _module(self, m: Module) -> str:
         self.resources = {}
         self._used_resource_names = {}
         self._type_text = {}
