@@ -3,8 +3,13 @@
 Design note: the interpreter knows only the op registry.  It binds symbolic
 dims from the input shapes, concretises each op's result types under those
 bindings and calls the op's reference kernel.  In ``float64`` mode every float
-tensor (inputs, constants, results) is computed in f64 and float casts become
-identities: that run is the oracle every pass and target is checked against.
+tensor (inputs, constants, results) is computed in f64: that run is the oracle
+every pass and target is checked against.  An explicit float ``ik.cast`` to a
+narrower type still rounds to that type (and back to f64): the conversion is
+what the program says, not an artefact of its precision — ``x > cast(cast(x,
+f16), f32)`` asks whether rounding to f16 went down, which an oracle that drops
+the rounding answers "never".  Op results are not rounded to their declared
+type (that is the precision the oracle is there to exceed).
 Values are freed after their last use, so large models fit in memory.
 
 One exception keeps the oracle an oracle of *this* program: the float ops
@@ -147,7 +152,11 @@ class Interpreter:
                    for x, v in zip(ins, op.operands)]
         elif self.float64:
             if op.name == "ik.cast" and op.attrs["to"].is_float and ins[0].dtype.kind == "f":
-                return [ins[0].astype(np.float64)]
+                to = op.attrs["to"]
+                if to is DType.f64 or ins[0].dtype == to.np:
+                    return [ins[0].astype(np.float64)]
+                # An explicit narrowing conversion is the program's meaning: round (see the note).
+                return [ins[0].astype(to.np).astype(np.float64)]
             if op.name == "ik.constant" and op.attrs["value"].dtype.is_float:
                 return [op.attrs["value"].array.astype(np.float64)]
             ins = [x.astype(np.float64) if (x.dtype.kind == "f" or x.dtype == DType.bf16.np) else x for x in ins]
