@@ -520,6 +520,9 @@ class ImplicitBroadcast(Pattern):
 
     name = "implicit-broadcast"
 
+    def applies_to(self, name: str) -> bool:
+        return name in _NARY_ELEMENTWISE
+
     def match(self, op: Op) -> Match | None:
         if op.name not in _NARY_ELEMENTWISE:
             return None
@@ -565,6 +568,9 @@ class SplatToScalar(Pattern):
     """
 
     name = "splat-to-scalar"
+
+    def applies_to(self, name: str) -> bool:
+        return name in _NARY_ELEMENTWISE
 
     def match(self, op: Op) -> Match | None:
         if op.name not in _NARY_ELEMENTWISE:
