@@ -166,6 +166,11 @@ class _Exporter:
         if short == "rem":
             return nd("Mod", ins, owner=op, fmod=1)
         if short == "where":
+            if op.results[0].dtype is DType.bool:  # ORT's CPU Where has no bool kernel: select as uint8
+                from onnx import TensorProto
+
+                u8 = [nd("Cast", [x], owner=op, to=TensorProto.UINT8)[0] for x in ins[1:]]
+                return nd("Cast", nd("Where", [ins[0], *u8], owner=op), owner=op, to=_onnx_dtype(DType.bool))
             return nd("Where", ins, owner=op)
         if short == "cast":  # to bf16: to f32 here, op() rounds
             return nd("Cast", ins, owner=op, to=_onnx_dtype(DType.f32 if a["to"] is DType.bf16 else a["to"]))

@@ -116,3 +116,26 @@ def test_reference_target_runs() -> None:
     xs = random_inputs(m.entry, 3)
     t = get_target("reference")
     np.testing.assert_array_equal(t.run_module(m, xs)[0], run(m, xs)[0])
+
+
+def test_where_selecting_booleans() -> None:
+    """jax.nn.dot_product_attention's masks select between booleans; ORT's CPU Where has
+    no bool kernel (found by the example-model matrix through StableHLO)."""
+    from irkit.interp import random_inputs, run
+    from irkit.targets.registry import get_target
+    from irkit.text import parse_module
+
+    m = parse_module('''
+"builtin.module"() ({
+  "func.func"() ({
+  ^bb0(%c: tensor<4x8xi1>, %x: tensor<4x8xi1>, %y: tensor<8xi1>):
+    %0 = "ik.where"(%c, %x, %y) : (tensor<4x8xi1>, tensor<4x8xi1>, tensor<8xi1>) -> tensor<4x8xi1>
+    "func.return"(%0) : (tensor<4x8xi1>) -> ()
+  }) {function_type = (tensor<4x8xi1>, tensor<4x8xi1>, tensor<8xi1>) -> tensor<4x8xi1>, sym_name = "main"} : () -> ()
+}) : () -> ()
+''')
+    xs = random_inputs(m.entry, seed=0)
+    t = get_target("ort")
+    got = t.run(t.lower(m, {}), xs)[0]
+    np.testing.assert_array_equal(got, run(m, xs)[0])
+    assert got.any() and not got.all()
