@@ -355,7 +355,13 @@ class _Lowerer:
                 start += s
             return outs
         if name == "gather":
-            return [emit(lambda d, i: topi.take(d, i, axis=a.get("axis", 0), mode="clip"), *ins)]
+            out_shape = self.shape(op.results[0])
+
+            def gather(d: Any, i: Any) -> Any:
+                y = topi.take(d, i, axis=a.get("axis", 0), mode="clip")
+                # a rank-0 index drops the axis; TOPI keeps it as an extent-1 dim
+                return y if len(y.shape) == len(out_shape) else topi.reshape(y, out_shape)
+            return [emit(gather, *ins)]
         if name == "pad":
             r = op.operand(0).type.rank
             p = a["pads"]

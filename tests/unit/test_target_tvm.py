@@ -95,3 +95,25 @@ def test_gelu_new_spelling_is_vectorised_not_libm() -> None:
     assert rep.ok, [c.describe() for c in rep.comparisons]
     ll = art.files.get("kernels.ll", "")
     assert ll and "@powf" not in ll and "@tanhf" not in ll
+
+
+def test_gather_with_a_scalar_index_drops_the_axis() -> None:
+    """ViT's class token through ONNX (TorchScript): Gather with a rank-0 index."""
+    from irkit.text import parse_module
+
+    t = get_target("tvm-llvm")
+    if not t.availability().can_run:
+        pytest.skip(t.availability().reason)
+    m = parse_module('''
+"builtin.module"() ({
+  "func.func"() ({
+  ^bb0(%x: tensor<2x17x8xf32>):
+    %i = "ik.constant"() {value = dense<0> : tensor<i64>} : () -> tensor<i64>
+    %0 = "ik.gather"(%x, %i) {axis = 1 : i64} : (tensor<2x17x8xf32>, tensor<i64>) -> tensor<2x8xf32>
+    "func.return"(%0) : (tensor<2x8xf32>) -> ()
+  }) {function_type = (tensor<2x17x8xf32>) -> tensor<2x8xf32>, sym_name = "main"} : () -> ()
+}) : () -> ()
+''')
+    xs = random_inputs(m.entry, seed=0)
+    got = t.run(t.lower(m, {}), xs)[0]
+    np.testing.assert_array_equal(got, run(m, xs)[0])
