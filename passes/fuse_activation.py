@@ -108,6 +108,26 @@ def _leaves(root: Op, stop: Value | None) -> tuple[set[int], dict[int, Value], l
     return set(leaves), leaves, list(seen.values())
 
 
+_MANTISSA = {DType.f64: 52, DType.f32: 23, DType.f16: 10, DType.bf16: 7}
+
+
+def _rounds_narrower(ops: list[Op], root: Op) -> Op | None:
+    """An op inside the expression whose float result is less precise than the root's.
+
+    Upcasting around the math (f16 in, f32 math, f16 out) is what one fused op in
+    the result type computes; rounding to a narrower type in between (f32 math,
+    cast to f16 and back) is a rounding the fused op cannot represent.
+    """
+    want = root.results[0].type.dtype
+    for o in ops:
+        dt = o.results[0].type.dtype
+        if o is root or not dt.is_float or dt == want:
+            continue
+        if dt not in (DType.f32, DType.f64) or _MANTISSA[dt] <= _MANTISSA.get(want, 52):
+            return o
+    return None
+
+
 def _evaluate(root: Op, x: Value, pts: np.ndarray) -> np.ndarray | None:
     memo: dict[int, np.ndarray] = {id(x): pts}
 
@@ -173,6 +193,7 @@ class FuseActivationPattern(Pattern):
         roots = _roots_from(sig)
         xs = _variables_of(sig)
         best: tuple[float, float, str, Op] | None = None
+        rounding: Fail | None = None
         for root in roots:
             for x in xs:
                 ids, _, ops = _leaves(root, x)
@@ -186,6 +207,13 @@ class FuseActivationPattern(Pattern):
                                       for lab, (_, _, g) in TARGETS.items()), key=lambda t: t[0])
                 if err <= tol:
                     opname, attrs, _ = TARGETS[label]
+                    lossy = _rounds_narrower(ops, root)
+                    if lossy is not None:  # a smaller root (before the rounding) may still fuse
+                        rounding = rounding or Fail(
+                            f"the {label} expression rounds to {lossy.results[0].type.dtype} inside (at "
+                            f"'{lossy.name}'), narrower than its {root.results[0].type.dtype} result: one fused "
+                            "op would drop that rounding", lossy)
+                        continue
                     inside = {id(o) for o in ops}
                     for o in ops:
                         if o is root:
@@ -197,6 +225,8 @@ class FuseActivationPattern(Pattern):
                     return Match(x=x, root=root, opname=opname, attrs=attrs, ops=ops, label=label)
                 if best is None or err < best[0]:
                     best = (err, at, label, root)
+        if rounding is not None:
+            return rounding
         if best is None or best[0] > NEAR_MISS:
             return None
         err, at, label, root = best
@@ -208,10 +238,14 @@ class FuseActivationPattern(Pattern):
         root: Op = m["root"]
         x: Value = m["x"]
         out_t = root.results[0].type
-        if x.type.dtype != out_t.dtype:
-            x = mk(rw, root, "ik.cast", x, to=out_t.dtype)
         loc = Location.fuse([o.loc for o in m["ops"]])
+        xd, od = x.type.dtype, out_t.dtype
+        wider_in = xd != od and xd.is_float and _MANTISSA.get(xd, 0) > _MANTISSA.get(od, 0)
+        if xd != od and not wider_in:
+            x = mk(rw, root, "ik.cast", x, to=od)  # f16 in, math upcast: compute in the result type
         y = rw.create(root, m["opname"], [x], dict(m["attrs"]), loc=loc).results[0]
+        if wider_in:  # f32 math rounded to f16 at the end: compute wide, round once, as written
+            y = mk(rw, root, "ik.cast", y, to=od)
         if y.type != out_t:
             return
         rw.replace_op(root, [y])
