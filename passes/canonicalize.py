@@ -30,7 +30,7 @@ from irkit.rewrite import (
     apply_patterns,
     rule_patterns,
 )
-from irkit.rewrite.rules import RuleSet, V, X, _would_apply, splat_constant
+from irkit.rewrite.rules import RuleSet, V, X, match_rule, splat_constant
 
 
 def _new(rw: Rewriter, root: Op, name: str, operands: list[Value], **attrs) -> Value:
@@ -205,12 +205,9 @@ class IndexedRuleSet(RuleSet):
                 continue
             if where is not None and not where(op):
                 continue
-            m = r.match(op)
-            if isinstance(m, Match):
-                # A rule whose replacement declines (wrong type, guard) is not a match.
-                m["__rule__"] = r
-                if _would_apply(r, op, m):
-                    return m
+            m = match_rule(r, op)
+            if m is not None:
+                return m
         return Fail("no algebraic rule applies", op)
 
 

@@ -162,16 +162,24 @@ class RuleSet(Pattern):
 
     def match(self, op: Op) -> MatchResult:
         for r in self.rules:
-            m = r.match(op)
-            if isinstance(m, Match):
-                # A rule whose replacement declines (wrong type, guard) is not a match.
-                m["__rule__"] = r
-                if _would_apply(r, op, m):
-                    return m
+            m = match_rule(r, op)
+            if m is not None:
+                return m
         return Fail("no algebraic rule applies", op)
 
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
         m["__rule__"].apply(rw, op, m)
+
+
+def match_rule(r: Rule, op: Op) -> Match | None:
+    """``r``'s match at ``op`` (tagged with the rule), or None; a rule whose replacement
+    declines (wrong type, guard) is not a match."""
+    m = r.match(op)
+    if isinstance(m, Match):
+        m["__rule__"] = r
+        if _would_apply(r, op, m):
+            return m
+    return None
 
 
 def _would_apply(r: Rule, op: Op, m: Match) -> bool:
@@ -193,4 +201,4 @@ def rule_patterns(rules: list[Rule]) -> list[Pattern]:
 
 X, Y, Z = V("x"), V("y"), V("z")
 
-__all__ = ["V", "C", "P", "Rule", "RuleSet", "rule_patterns", "splat_constant", "X", "Y", "Z"]
+__all__ = ["V", "C", "P", "Rule", "RuleSet", "match_rule", "rule_patterns", "splat_constant", "X", "Y", "Z"]
