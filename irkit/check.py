@@ -83,8 +83,12 @@ class Comparison:
                 f"(rtol={self.tol.rtol:g}, atol={self.tol.atol:g}){extra}")
 
 
-def compare(actual: np.ndarray, expected: np.ndarray, tol: Tolerance, name: str = "output") -> Comparison:
-    """Compare one array against the oracle; NaNs must sit in the same places."""
+def compare(actual: np.ndarray, expected: np.ndarray, tol: Tolerance, name: str = "output",
+            slack: np.ndarray | None = None) -> Comparison:
+    """Compare one array against the oracle; NaNs must sit in the same places.
+
+    ``slack`` (elementwise, broadcastable) widens the bound where the program
+    itself is ill-conditioned: see :func:`rounding_slack`."""
     a = np.asarray(actual)
     e = np.asarray(expected)
     if a.shape != e.shape:
@@ -108,6 +112,8 @@ def compare(actual: np.ndarray, expected: np.ndarray, tol: Tolerance, name: str 
         err = np.where(nan_a | same_inf, 0.0, np.abs(af - ef))
         rel = err / np.maximum(np.abs(ef), 1e-30)
         bound = tol.atol + tol.rtol * np.abs(ef)
+        if slack is not None:
+            bound = bound + np.nan_to_num(np.asarray(slack, dtype=np.float64), nan=0.0, posinf=0.0)
     over = err > bound
     max_abs = float(err.max()) if err.size else 0.0
     max_rel = float(np.where(np.abs(ef) > tol.atol, rel, 0).max()) if err.size else 0.0
@@ -115,7 +121,8 @@ def compare(actual: np.ndarray, expected: np.ndarray, tol: Tolerance, name: str 
     if err.size and a.ndim:
         k = int(np.argmax(np.where(over, err - bound, -np.inf))) if over.any() else int(np.argmax(err))
         idx = tuple(int(i) for i in np.unravel_index(k, a.shape))
-    return Comparison(name, not bool(over.any()), max_abs, max_rel, tol, idx)
+    note = "bound widened by the rounding slack" if slack is not None else ""
+    return Comparison(name, not bool(over.any()), max_abs, max_rel, tol, idx, note=note)
 
 
 @dataclass
@@ -144,7 +151,8 @@ class CheckReport:
 
 
 def compare_all(actual: Sequence[np.ndarray], expected: Sequence[np.ndarray], tol: Tolerance,
-                names: Sequence[str] | None = None) -> CheckReport:
+                names: Sequence[str] | None = None,
+                slack: Sequence[np.ndarray | None] | None = None) -> CheckReport:
     rep = CheckReport()
     if len(actual) != len(expected):
         rep.comparisons.append(Comparison("outputs", False, float("inf"), float("inf"), tol,
@@ -152,8 +160,67 @@ def compare_all(actual: Sequence[np.ndarray], expected: Sequence[np.ndarray], to
         return rep
     for i, (a, e) in enumerate(zip(actual, expected)):
         nm = names[i] if names else f"output {i}"
-        rep.comparisons.append(compare(a, e, tol, nm))
+        rep.comparisons.append(compare(a, e, tol, nm, slack[i] if slack is not None else None))
     return rep
+
+
+UNIT_ROUNDOFF: dict[DType, float] = {DType.bf16: 2.0**-8, DType.f16: 2.0**-11, DType.f32: 2.0**-24,
+                                     DType.f64: 2.0**-53}
+"""Round-to-nearest relative error bound of each float type."""
+
+
+def rounding_slack(m: Module | Function, inputs: Sequence[np.ndarray] | Mapping[str, np.ndarray],
+                   ops: Sequence[str], dtype: DType, *, samples: int = 4, factor: float = 4.0,
+                   seed: int = 0) -> list[np.ndarray | None]:
+    """How far rounding the operands and results of the ``ops`` of ``m`` to ``dtype``
+    can move each output of ``m``, elementwise: the conditioning of the program
+    after those ops, measured.
+
+    A pass that lowers precision (``mixed-precision``) is right when its result
+    is what the program gives with those values rounded; how far that lands from
+    the f64 oracle is not the pass's to choose.  A layer norm over two nearly
+    equal features turns a bf16 rounding of 2**-8 into an O(1) change, although
+    every op is within its tolerance.  So the float64 oracle of ``m`` runs
+    ``samples`` more times with every float operand and result of those ops
+    scaled by random factors in [1 - u, 1 + u] (u the unit roundoff of
+    ``dtype``); the slack is ``factor`` times the largest deviation from the
+    unperturbed oracle (None for outputs that are not float).  A well-conditioned
+    output gets a slack of about u times its size, so a wrong rewrite still
+    fails.
+    """
+    from irkit.interp import Interpreter, run
+
+    base = run(m, inputs, float64=True)
+    u = UNIT_ROUNDOFF[dtype]
+    names = frozenset(ops)
+    rng = np.random.default_rng(seed)
+
+    def scale(x: np.ndarray) -> np.ndarray:
+        if x.dtype.kind != "f" or x.size == 0:
+            return x
+        with np.errstate(all="ignore"):
+            return x * (1.0 + u * rng.uniform(-1.0, 1.0, size=x.shape))
+
+    class _Perturbed(Interpreter):
+        def _op(self, op, ins, b):  # type: ignore[no-untyped-def]
+            if op.name not in names:
+                return super()._op(op, ins, b)
+            outs = super()._op(op, [scale(np.asarray(x, dtype=np.float64)) if np.asarray(x).dtype.kind == "f"
+                                    else x for x in ins], b)
+            return [scale(y) for y in outs]
+
+    worst: list[np.ndarray | None] = [np.zeros(np.shape(y)) if np.asarray(y).dtype.kind == "f" else None
+                                      for y in base]
+    for _ in range(samples):
+        got = _Perturbed(True).run(m, inputs)
+        for i, (g, y) in enumerate(zip(got, base)):
+            w = worst[i]
+            if w is None:
+                continue
+            with np.errstate(all="ignore"):
+                d = np.abs(np.asarray(g, dtype=np.float64) - np.asarray(y, dtype=np.float64))
+            worst[i] = np.maximum(w, np.where(np.isfinite(d), d, 0.0))
+    return [None if w is None else factor * w for w in worst]
 
 
 def check_against_oracle(m: Module, actual: Sequence[np.ndarray], inputs: Sequence[np.ndarray],
@@ -167,4 +234,4 @@ def check_against_oracle(m: Module, actual: Sequence[np.ndarray], inputs: Sequen
 
 
 __all__ = ["Tolerance", "tolerance", "compute_dtype", "module_tolerance", "Comparison", "compare",
-           "CheckReport", "compare_all", "check_against_oracle"]
+           "CheckReport", "compare_all", "check_against_oracle", "UNIT_ROUNDOFF", "rounding_slack"]

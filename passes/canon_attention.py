@@ -344,6 +344,11 @@ class BatchReshapeOutOfMatmul(Pattern):
     roots = ("ik.matmul",)
     benefit = 2  # before a scale leaves the matmul, so the scale lands on the 4-D scores
 
+    filters_producers = True
+
+    def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
+        return "ik.reshape" in producers
+
     def match(self, op: Op) -> Match | None:
         x, y = op.operands
         if x.type.rank != 3 or y.type.rank != 3 or x.type.shape[0] != y.type.shape[0]:
@@ -382,6 +387,11 @@ class TransposeThroughBatchReshape(Pattern):
     name = "transpose-through-batch-reshape"
     roots = ("ik.reshape",)
 
+    filters_producers = True
+
+    def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
+        return producers[:1] == ("ik.transpose",)
+
     def match(self, op: Op) -> Match | None:
         t = op_is(op.operand(0), "ik.transpose")
         if t is None or t.attrs["perm"][0] != 0:
@@ -415,6 +425,11 @@ class ProbsOnLeft(Pattern):
 
     name = "attention-probs-on-left"
     roots = ("ik.matmul",)
+
+    filters_producers = True
+
+    def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
+        return producers[1:2] == ("ik.transpose",)
 
     def match(self, op: Op) -> Match | None:
         a, b = op.operands
@@ -453,6 +468,11 @@ class ReduceKeepdims(Pattern):
     name = "reduce-keepdims"
     roots = ("ik.reshape",)
 
+    filters_producers = True
+
+    def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
+        return producers[:1] != () and producers[0] in _REDUCE
+
     def match(self, op: Op) -> Match | None:
         red = op_is(op.operand(0), *_REDUCE)
         if red is None or red.attrs.get("keepdims", False):
@@ -478,6 +498,11 @@ class SumDivToMean(Pattern):
 
     name = "sum-div-to-mean"
     roots = ("ik.div", "ik.mul")
+
+    filters_producers = True
+
+    def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
+        return producers == ("ik.reduce_sum", "ik.constant")
 
     def match(self, op: Op) -> Match | None:
         s, c = op.operands
@@ -522,6 +547,11 @@ class ImplicitBroadcast(Pattern):
 
     def applies_to(self, name: str) -> bool:
         return name in _NARY_ELEMENTWISE
+
+    filters_producers = True
+
+    def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
+        return "ik.broadcast" in producers or "ik.reshape" in producers
 
     def match(self, op: Op) -> Match | None:
         if op.name not in _NARY_ELEMENTWISE:
@@ -571,6 +601,11 @@ class SplatToScalar(Pattern):
 
     def applies_to(self, name: str) -> bool:
         return name in _NARY_ELEMENTWISE
+
+    filters_producers = True
+
+    def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
+        return "ik.constant" in producers
 
     def match(self, op: Op) -> Match | None:
         if op.name not in _NARY_ELEMENTWISE:
@@ -625,6 +660,11 @@ class ScaleDivToMul(Pattern):
     name = "attention-scale-div"
     roots = ("ik.div",)
 
+    filters_producers = True
+
+    def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
+        return len(producers) == 2 and producers[1] == "ik.constant" and producers[0] != "ik.constant"
+
     def match(self, op: Op) -> Match | None:
         x, c = op.operands
         f = scalar_factor(c, x)
@@ -647,6 +687,11 @@ class ScaleCombine(Pattern):
 
     name = "attention-scale-combine"
     roots = ("ik.mul",)
+
+    filters_producers = True
+
+    def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
+        return producers == ("ik.mul", "ik.constant")
 
     def match(self, op: Op) -> Match | None:
         inner, c = op.operands
@@ -673,6 +718,11 @@ class ScaleThroughShape(Pattern):
 
     name = "attention-scale-through-shape"
     roots = ("ik.transpose", "ik.reshape", "ik.cast")
+
+    filters_producers = True
+
+    def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
+        return producers[:1] == ("ik.mul",)
 
     def match(self, op: Op) -> Match | None:
         p = op_is(op.operand(0), "ik.mul")
@@ -704,6 +754,11 @@ class ScaleOutOfScores(Pattern):
 
     name = "attention-scale-out-of-matmul"
     roots = ("ik.matmul", "ik.contract")
+
+    filters_producers = True
+
+    def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
+        return "ik.mul" in producers
 
     def match(self, op: Op) -> Match | None:
         f = 1.0
@@ -751,6 +806,11 @@ class WhereNot(Pattern):
     name = "where-not"
     roots = ("ik.where",)
 
+    filters_producers = True
+
+    def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
+        return producers[:1] == ("ik.not",)
+
     def match(self, op: Op) -> Match | None:
         c, x, y = op.operands
         if op_is(c, "ik.not") is None:
@@ -769,6 +829,11 @@ class MaskFillOnElse(Pattern):
 
     name = "mask-fill-on-else"
     roots = ("ik.where",)
+
+    filters_producers = True
+
+    def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
+        return producers[1:2] == ("ik.constant",)
 
     def match(self, op: Op) -> Match | None:
         _c, x, y = op.operands
@@ -790,6 +855,11 @@ class NotCompare(Pattern):
     _EXACT: ClassVar[dict[str, str]] = {"ik.eq": "ik.ne", "ik.ne": "ik.eq"}
     _INT: ClassVar[dict[str, str]] = {"ik.lt": "ik.ge", "ik.ge": "ik.lt", "ik.gt": "ik.le", "ik.le": "ik.gt"}
 
+    filters_producers = True
+
+    def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
+        return producers[:1] != () and (producers[0] in self._EXACT or producers[0] in self._INT)
+
     def match(self, op: Op) -> Match | None:
         p = op.operand(0).producer
         if p is None:
@@ -810,6 +880,11 @@ class MergeWhereMasks(Pattern):
 
     name = "merge-where-masks"
     roots = ("ik.where",)
+
+    filters_producers = True
+
+    def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
+        return producers[1:] == ("ik.where", "ik.constant")
 
     def match(self, op: Op) -> Match | None:
         a, inner, f = op.operands
@@ -835,6 +910,11 @@ class AdditiveInfMask(Pattern):
 
     name = "additive-inf-mask"
     roots = ("ik.add",)
+
+    filters_producers = True
+
+    def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
+        return "ik.where" in producers
 
     def match(self, op: Op) -> Match | None:
         for i in (0, 1):
@@ -873,6 +953,11 @@ class WhereBiasInside(Pattern):
     name = "where-bias-inside"
     roots = ("ik.add",)
 
+    filters_producers = True
+
+    def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
+        return "ik.where" in producers
+
     def match(self, op: Op) -> Match | None:
         for i in (0, 1):
             w, b = op.operand(i), op.operand(1 - i)
@@ -905,6 +990,11 @@ class OneMinusMaskTimesC(Pattern):
 
     name = "additive-mask-form"
     roots = ("ik.mul",)
+
+    filters_producers = True
+
+    def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
+        return len(producers) == 2 and producers[1] == "ik.constant" and producers[0] in ("ik.cast", "ik.sub")
 
     def match(self, op: Op) -> Match | None:
         x, c = op.operands
@@ -988,6 +1078,13 @@ class RaiseSoftmax(Pattern):
     name = "softmax-raise"
     roots = ("ik.div", "ik.mul")
     explain = True
+
+    filters_producers = True
+
+    def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
+        if name == "ik.mul":
+            return "ik.reciprocal" in producers and "ik.exp" in producers
+        return producers[:1] == ("ik.exp",)
 
     def match(self, op: Op) -> Match | Fail | None:
         num, den = op.operands

@@ -137,13 +137,6 @@ RULES: list[Rule] = [
 
 
 
-def _operand_needs(pat: P) -> tuple[str | C | None, ...]:
-    """Per operand of a rule's root: the producer name it needs, the splat
-    constant (a ``C``), or None for any value."""
-    return tuple(sub.op if isinstance(sub, P) else sub if isinstance(sub, C) else None
-                 for sub in pat.operands)
-
-
 def _producers_fit(needs: tuple[str | C | None, ...], operands: list[Value]) -> bool:
     for need, v in zip(needs, operands):
         if need is None:
@@ -190,14 +183,20 @@ class IndexedRuleSet(RuleSet):
         self._checks: list[tuple[Rule, int, Callable[[Op], bool] | None, tuple[str | C | None, ...],
                                  tuple[str | C | None, ...] | None, tuple[tuple[int, int], ...]]] = []
         for r in rules:
-            needs = _operand_needs(r.pattern)
+            needs = r.needs
             swapped = needs[::-1] if commutative and len(needs) == 2 else None
             self._checks.append((r, len(needs), r.pattern.where, needs, swapped, _same_value_pairs(r.pattern)))
+        self._by_key: dict[tuple[str | None, ...], list] = {}
 
     def match(self, op: Op) -> Match | Fail:
         operands = op._operands
         n = len(operands)
-        for r, arity, where, needs, swapped, same in self._checks:
+        # The rules whose producer names fit, once per tuple of producer names.
+        key = tuple([None if (q := v.producer) is None else q.name for v in operands])
+        checks = self._by_key.get(key)
+        if checks is None:
+            checks = self._by_key[key] = [c for c in self._checks if c[0].accepts(op.name, key)]
+        for r, arity, where, needs, swapped, same in checks:
             if n != arity or not (_producers_fit(needs, operands) or
                                   (swapped is not None and _producers_fit(swapped, operands))):
                 continue
@@ -221,9 +220,14 @@ class ConstantOperandRight(Pattern):
 
     name = "constant-right"
 
+    filters_producers = True
+
     def applies_to(self, name: str) -> bool:
         d = OPS.get(name)
         return d is not None and d.has("commutative")
+
+    def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
+        return len(producers) == 2 and producers[0] == "ik.constant" and producers[1] != "ik.constant"
 
     def match(self, op: Op) -> Match | Fail:
         d = OPS.get(op.name)
@@ -265,9 +269,14 @@ class FoldConstants(Pattern):
 
     name = "fold-constants"
 
+    filters_producers = True
+
     def applies_to(self, name: str) -> bool:
         d = OPS.get(name)
         return d is not None and d.has("pure") and not d.has("source")
+
+    def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
+        return bool(producers) and all(p == "ik.constant" for p in producers)
 
     def match(self, op: Op) -> Match | Fail:
         operands = op._operands

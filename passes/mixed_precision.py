@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -55,6 +56,12 @@ class MixedPrecision(Pass):
 
     compute: str = "bf16"
     """Low-precision type for the matrix ops: bf16 or f16."""
+
+    rounds_ops: ClassVar[tuple[str, ...]] = _MATRIX_OPS
+    """The ops whose operands and results this pass rounds to ``compute``.  Checks of
+    this pass widen the tolerance by the program's own sensitivity to that rounding
+    (:func:`irkit.check.rounding_slack`): an ill-conditioned op after a matmul (a
+    layer norm over nearly equal features) amplifies any bf16 rounding."""
 
     def __post_init__(self) -> None:
         if self.compute not in ("bf16", "f16"):

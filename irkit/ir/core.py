@@ -90,6 +90,9 @@ _UNKNOWN = Location()
 # Attributes
 
 
+_UNSET = object()
+
+
 class Dense:
     """An immutable dense tensor attribute (a constant's value).
 
@@ -99,7 +102,8 @@ class Dense:
     entry when the value lives in a safetensors sidecar (``dense_resource<name>``).
     """
 
-    __slots__ = ("_array", "_scalar", "_shape", "dtype", "resource", "_digest", "_is_splat", "_type", "_hash")
+    __slots__ = ("_array", "_scalar", "_shape", "dtype", "resource", "_digest", "_is_splat", "_type", "_hash",
+                 "_splat_py")
 
     def __init__(self, array: np.ndarray, dtype: DType | None = None, resource: str | None = None):
         dt = dtype or DType.from_numpy(array.dtype)
@@ -118,6 +122,7 @@ class Dense:
         self._is_splat: bool | None = None
         self._type: TensorType | None = None
         self._hash: int | None = None
+        self._splat_py: Any = _UNSET
 
     @staticmethod
     def splat(value: Any, shape: Sequence[int], dtype: DType) -> Dense:
@@ -131,6 +136,7 @@ class Dense:
         d._is_splat = True
         d._type = None
         d._hash = None
+        d._splat_py = _UNSET
         return d
 
     @property
@@ -169,6 +175,11 @@ class Dense:
         if self._scalar is not None or self.size <= 1:
             return True
         a = self.array
+        if a.flags.c_contiguous:
+            # Random weights differ in their first two elements: reject without NumPy scalars.
+            x0, x1 = a.reshape(-1)[:2].tolist()
+            if x0 != x1 and x0 == x0 and x1 == x1:
+                return False
         if all(st == 0 for st in a.strides):
             return True
         flat = a.reshape(-1)
@@ -182,15 +193,20 @@ class Dense:
         return bool(np.all(flat == first))
 
     def splat_value(self) -> Any:
-        if self._scalar is not None:
-            return self._scalar.item()
-        return self.array.reshape(-1)[0].item() if self.size else None
+        v = self._splat_py
+        if v is _UNSET:
+            if self._scalar is not None:
+                v = self._scalar.item()
+            else:
+                v = self.array.reshape(-1)[0].item() if self.size else None
+            self._splat_py = v
+        return v
 
     def with_resource(self, name: str | None) -> Dense:
         d = Dense.__new__(Dense)
         d._array, d._scalar, d._shape = self._array, self._scalar, self._shape
         d.dtype, d.resource, d._digest, d._is_splat = self.dtype, name, self._digest, self._is_splat
-        d._type, d._hash = self._type, self._hash
+        d._type, d._hash, d._splat_py = self._type, self._hash, self._splat_py
         return d
 
     def digest(self) -> bytes:
@@ -209,7 +225,12 @@ class Dense:
 
     def _splat_stored(self) -> bool:
         """True when the digest treats this value as a splat (scalar or zero-stride storage)."""
-        return self._scalar is not None or bool(self.size and all(st == 0 for st in self.array.strides))
+        if self._scalar is not None:
+            return True
+        a = self.array
+        if a.flags.c_contiguous and a.size > 1:
+            return False  # the common case, a stored array: no zero strides
+        return bool(a.size and all(st == 0 for st in a.strides))
 
     def __eq__(self, other: object) -> bool:
         if self is other:
@@ -226,13 +247,15 @@ class Dense:
         # whole weight; only values that agree on all of this compare digests.
         h = self._hash
         if h is None:
+            # The dtype by name: an Enum's own __hash__ is a Python call.
             if self._splat_stored():
                 head = np.ascontiguousarray(self._scalar if self._scalar is not None
                                             else self.array.flat[:1]).tobytes()
-                h = hash((self.dtype, self._shape, True, head))
+                h = hash((self.dtype._name_, self._shape, True, head))
             else:
-                head = np.ascontiguousarray(self.array.flat[:8]).tobytes()
-                h = hash((self.dtype, self._shape, False, head))
+                a = self.array
+                head = (a.reshape(-1)[:8] if a.flags.c_contiguous else np.ascontiguousarray(a.flat[:8])).tobytes()
+                h = hash((self.dtype._name_, self._shape, False, head))
             self._hash = h
         return h
 

@@ -59,12 +59,15 @@ def apply_patterns(target: Module | Function | Graph, patterns: Sequence[Pattern
 
 
 class _PatternTable:
-    """The patterns to try for each op name, built once per name and reused.
+    """The patterns to try for each op, built once and reused.
 
     Rooted patterns for the name come first, then the generic ones (each group
     by decreasing benefit, as given); a generic pattern whose
-    ``applies_to(name)`` is False is left out for that name.  Each entry
-    carries its statistics record so the hot loop does no name lookups.
+    ``applies_to(name)`` is False is left out for that name.  When some of a
+    name's patterns filter on producers (``Pattern.accepts``), the list is
+    narrowed once more per distinct tuple of operand producer names: most ops
+    are then tried against none or one pattern.  Each entry carries its
+    statistics record so the hot loop does no name lookups.
     """
 
     def __init__(self, patterns: Sequence[Pattern], rep: RewriteReport):
@@ -77,13 +80,22 @@ class _PatternTable:
             else:
                 self.generic.append(p)
         self.rep = rep
-        self.cache: dict[str, tuple[tuple[Pattern, PatternStats], ...]] = {}
+        # name -> (entries, keyed): ``keyed`` when the entries must be narrowed by producers.
+        self.cache: dict[str, tuple[tuple[tuple[Pattern, PatternStats], ...], bool]] = {}
+        self.keyed: dict[tuple[str, tuple[str | None, ...]], tuple[tuple[Pattern, PatternStats], ...]] = {}
 
-    def get(self, name: str) -> tuple[tuple[Pattern, PatternStats], ...]:
+    def get(self, name: str) -> tuple[tuple[tuple[Pattern, PatternStats], ...], bool]:
         hit = self.cache.get(name)
         if hit is None:
             pats = [*self.by_root.get(name, ()), *(p for p in self.generic if p.applies_to(name))]
-            hit = self.cache[name] = tuple((p, self.rep.stat(p.name)) for p in pats)
+            entries = tuple((p, self.rep.stat(p.name)) for p in pats)
+            hit = self.cache[name] = (entries, any(p.filters_producers for p in pats))
+        return hit
+
+    def narrow(self, name: str, producers: tuple[str | None, ...]) -> tuple[tuple[Pattern, PatternStats], ...]:
+        entries, _ = self.get(name)
+        hit = self.keyed[(name, producers)] = tuple(
+            e for e in entries if not e[0].filters_producers or e[0].accepts(name, producers))
         return hit
 
 
@@ -129,6 +141,8 @@ def _run(g: Graph, table: _PatternTable, rep: RewriteReport, explain: bool,
     unqueue = queued.discard
     patterns_for = table.get
     cache = table.cache
+    keyed = table.keyed
+    narrow = table.narrow
 
     while worklist:
         op = pop()
@@ -145,9 +159,14 @@ def _run(g: Graph, table: _PatternTable, rep: RewriteReport, explain: bool,
                 erased_dead += 1
                 changed = True
                 continue
-        cands = cache.get(name)
-        if cands is None:
-            cands = patterns_for(name)
+        ent = cache.get(name)
+        if ent is None:
+            ent = patterns_for(name)
+        cands, by_producers = ent
+        if by_producers:
+            prods = tuple([None if (q := v.producer) is None else q.name for v in op._operands])
+            c = keyed.get((name, prods))
+            cands = c if c is not None else narrow(name, prods)
         for p, st in cands:
             st.tried += 1
             m = p.match(op)

@@ -55,11 +55,25 @@ class Pattern:
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
         raise NotImplementedError
 
+    filters_producers: bool = False
+    """True when :meth:`accepts` looks at the operands' producers."""
+
     def applies_to(self, name: str) -> bool:
         """False when this pattern can never match an op named ``name``.
 
         Only consulted for patterns without ``roots``: the driver asks once per
         op name and never tries the pattern on ops it rules out.
+        """
+        return True
+
+    def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
+        """False when this pattern cannot match an op named ``name`` whose operands are
+        produced by ops named ``producers`` (None for a block argument).
+
+        Consulted only when ``filters_producers`` is set.  The driver asks once per
+        distinct (name, producers) and skips the pattern on every op it rules out,
+        so this must be a necessary condition of :meth:`match` (most patterns look
+        for a particular producer first, and most ops do not have it).
         """
         return True
 

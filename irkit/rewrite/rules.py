@@ -118,8 +118,26 @@ def _match_op(pat: P, op: Op, b: Match) -> str | None:
     return reason
 
 
+def operand_needs(pat: P) -> tuple[str | C | None, ...]:
+    """Per operand of a rule's root: the producer name it needs, the splat constant
+    (a ``C``), or None for any value."""
+    return tuple(sub.op if isinstance(sub, P) else sub if isinstance(sub, C) else None
+                 for sub in pat.operands)
+
+
+def _needs_fit_names(needs: tuple[str | C | None, ...], producers: tuple[str | None, ...]) -> bool:
+    for need, prod in zip(needs, producers):
+        if need is None:
+            continue
+        if prod != (need if type(need) is str else "ik.constant"):
+            return False
+    return True
+
+
 class Rule(Pattern):
     """A table-driven rewrite: pattern expression -> replacement."""
+
+    filters_producers = True
 
     def __init__(self, name: str, pattern: P, replacement: Replacement, benefit: int = 1,
                  guard: Callable[[Op, Match], bool] | None = None):
@@ -129,6 +147,16 @@ class Rule(Pattern):
         self.guard = guard
         self.roots = (pattern.op,)
         self.benefit = benefit
+        self.needs = operand_needs(pattern)
+        d = OPS.get(pattern.op)
+        self.commutative = d is not None and d.has("commutative") and len(self.needs) == 2
+
+    def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
+        """The producer names fit the root's operand patterns (either order when commutative)."""
+        if len(producers) != len(self.needs):
+            return False
+        return _needs_fit_names(self.needs, producers) or (
+            self.commutative and _needs_fit_names(self.needs[::-1], producers))
 
     def match(self, op: Op) -> MatchResult:
         b = Match()
@@ -154,11 +182,16 @@ class Rule(Pattern):
 class RuleSet(Pattern):
     """Rules grouped under one root op name, tried in order (one Pattern per root)."""
 
+    filters_producers = True
+
     def __init__(self, rules: list[Rule]):
         self.rules = rules
         self.name = "rules:" + rules[0].roots[0]
         self.roots = rules[0].roots
         self._chosen: dict[int, tuple[Rule, Match]] = {}
+
+    def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
+        return any(r.accepts(name, producers) for r in self.rules)
 
     def match(self, op: Op) -> MatchResult:
         for r in self.rules:
@@ -201,4 +234,4 @@ def rule_patterns(rules: list[Rule]) -> list[Pattern]:
 
 X, Y, Z = V("x"), V("y"), V("z")
 
-__all__ = ["V", "C", "P", "Rule", "RuleSet", "match_rule", "rule_patterns", "splat_constant", "X", "Y", "Z"]
+__all__ = ["V", "C", "P", "Rule", "RuleSet", "match_rule", "operand_needs", "rule_patterns", "splat_constant", "X", "Y", "Z"]
