@@ -56,6 +56,17 @@ def stage_graphs(args: argparse.Namespace, progress: Callable[[list[str]], None]
     from concurrent.futures import ThreadPoolExecutor
 
     env = dict(os.environ, IRKIT_FUZZ_EXAMPLES=str(args.graphs), IRKIT_FUZZ_TARGET_EXAMPLES=str(args.target_graphs))
+    per_target = _per_target(args.target_graphs_for)
+    for name, n in per_target.items():
+        env["IRKIT_FUZZ_TARGET_EXAMPLES_" + name.upper().replace("-", "_")] = str(n)
+
+    def graphs_of(test: str) -> int:
+        if not test.startswith("test_target_matches_oracle"):
+            return args.graphs
+        for name, n in per_target.items():
+            if test.endswith(f"-{name}]"):
+                return n
+        return args.target_graphs
     tests = _collect(env)
     if args.graphs_filter:
         tests = [t for t in tests if args.graphs_filter in t]
@@ -75,10 +86,10 @@ def stage_graphs(args: argparse.Namespace, progress: Callable[[list[str]], None]
                  f"Hypothesis (derandomized), each property in its own process, {args.workers} at a time, "
                  f"{(time.perf_counter() - t0) / 60:.0f} min {'in all' if final else 'so far'}. Graphs per property: {args.graphs} for each "
                  f"pass, pipeline and text property; {args.target_graphs} for each target (each graph is "
-                 "compiled).\n",
+                 "compiled)" + "".join(f", {n} for {t}" for t, n in per_target.items()) + ".\n",
                  "| property | graphs | result | minutes |", "|---|---:|---|---:|"]
         for test in tests:
-            n = args.target_graphs if test.startswith("test_target_matches_oracle") else args.graphs
+            n = graphs_of(test)
             if test in done:
                 ok, sec, _ = done[test]
                 lines.append(f"| {test} | {n} | {'passed' if ok else 'FAILED'} | {sec / 60:.1f} |")
@@ -94,6 +105,16 @@ def stage_graphs(args: argparse.Namespace, progress: Callable[[list[str]], None]
         list(ex.map(one, tests))
     lines = render(final=True)
     return lines, all(ok for ok, _, _ in done.values()) and len(done) == len(tests)
+
+
+def _per_target(specs: list[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for spec in specs:
+        name, _, n = spec.partition("=")
+        if not name or not n.isdigit():
+            raise SystemExit(f"fuzz.py: --target-graphs-for expects TARGET=N (e.g. tvm-llvm=150), got {spec!r}")
+        out[name] = int(n)
+    return out
 
 
 def stage_texts(args: argparse.Namespace, progress: Callable[[list[str]], None]) -> tuple[list[str], bool]:
@@ -160,6 +181,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--graphs", type=int, default=10000, help="random graphs per pass, pipeline and property")
     ap.add_argument("--target-graphs", type=int, default=500, help="random graphs per runnable target")
+    ap.add_argument("--target-graphs-for", action="append", default=[], metavar="TARGET=N",
+                    help="another count for one target (a TVM build takes seconds per graph), repeatable")
     ap.add_argument("--texts", type=int, default=100000, help="mutated IR texts")
     ap.add_argument("--workers", type=int, default=2, help="processes at a time")
     ap.add_argument("--graphs-filter", default="", help="only the properties whose test id contains this")
@@ -173,7 +196,7 @@ def main() -> int:
     out = Path(args.out)
     sections = _previous_sections(out)
     head = ("# Reliability runs\n\nProduced by `python scripts/fuzz.py` (`make fuzz`: "
-            "`--graphs 10000 --target-graphs 500 --texts 100000`); each section says when and at which commit it "
+            "`--graphs 10000 --target-graphs 500 --target-graphs-for tvm-llvm=150 --texts 100000`); each section says when and at which commit it "
             "ran. Every failure found becomes a regression test; this file lists none open when all sections say "
             "0 failed.\n")
     commit = _commit()

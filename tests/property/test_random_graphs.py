@@ -124,7 +124,8 @@ def test_pipeline_preserves_semantics(pipeline: str) -> None:
 
 # -- every target that runs here: its outputs match the oracle on the same random graphs.
 # Targets compile each graph (seconds for TVM), so they get fewer examples than passes:
-# IRKIT_FUZZ_TARGET_EXAMPLES (CI 20; `make fuzz` 1,000).
+# IRKIT_FUZZ_TARGET_EXAMPLES (CI 20; `make fuzz` 500), or IRKIT_FUZZ_TARGET_EXAMPLES_<TARGET> for one
+# target (IRKIT_FUZZ_TARGET_EXAMPLES_TVM_LLVM; `make fuzz` gives TVM 150: each graph is a TVM build).
 
 NT = int(os.environ.get("IRKIT_FUZZ_TARGET_EXAMPLES", "20"))
 
@@ -146,7 +147,9 @@ def test_target_matches_oracle(target: str, pipeline: str) -> None:
     t = get_target(target)
 
     # No shrinking: each step would compile again; the failing module is printed instead.
-    @settings(SETTINGS, max_examples=NT, phases=[Phase.explicit, Phase.reuse, Phase.generate])
+    nt = int(os.environ.get("IRKIT_FUZZ_TARGET_EXAMPLES_" + target.upper().replace("-", "_"), NT))
+
+    @settings(SETTINGS, max_examples=nt, phases=[Phase.explicit, Phase.reuse, Phase.generate])
     @given(modules())
     def prop(m) -> None:
         note(print_module(m))
