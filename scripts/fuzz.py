@@ -7,7 +7,8 @@
 2. ``--texts`` mutated IR texts through the parser;
 3. the malformed ONNX / .pt2 corpus through the frontends.
 
-Run: make fuzz   (or: python scripts/fuzz.py --graphs 10000 --target-graphs 500 --texts 100000)
+Run: make fuzz   (or: python scripts/fuzz.py --graphs 10000 --target-graphs 500 --target-graphs-for tvm-llvm=150
+     --texts 100000)
 ``--only graphs,texts,malformed`` runs some stages; the report keeps the sections
 of the stages not run from the previous RELIABILITY.md.
 """
