@@ -176,6 +176,34 @@ def blas_name() -> str:
         return "unknown"
 
 
+def cache_kib() -> dict[str, int]:
+    """Per-core L1 data and L2 sizes from sysfs (empty where the kernel does not say)."""
+    out: dict[str, int] = {}
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        entries = sorted(os.listdir(base))
+    except OSError:
+        return out
+    for e in entries:
+        try:
+            with open(f"{base}/{e}/level") as f:
+                level = f.read().strip()
+            with open(f"{base}/{e}/type") as f:
+                kind = f.read().strip()
+            with open(f"{base}/{e}/size") as f:
+                size = f.read().strip()
+        except OSError:
+            continue
+        kib = int(size[:-1]) * (1024 if size.endswith("M") else 1) if size[:-1].isdigit() else None
+        if kib is None:
+            continue
+        if level == "1" and kind == "Data":
+            out["l1d_kib"] = kib
+        elif level == "2":
+            out["l2_kib"] = kib
+    return out
+
+
 def render(gemm_n: int, copy_bytes: int, repeats: int) -> str:
     """Measure and return the TOML text of host-cpu.toml."""
     info = cpuinfo()
@@ -230,6 +258,8 @@ def render(gemm_n: int, copy_bytes: int, repeats: int) -> str:
     ]
     if clock is not None:
         lines.append(f"clock_ghz = {clock}  # median 'cpu MHz' in /proc/cpuinfo")
+    for key, kib in cache_kib().items():
+        lines.append(f"{key} = {kib}  # /sys/devices/system/cpu/cpu0/cache")
     lines += [
         f"gemm_f32_gflops_1t = {gemm_med:.1f}  # measured: median 1-thread f32 GEMM per CPU-second",
         f'flags = "{shown}"',

@@ -8,7 +8,7 @@ matches the *function* instead:
 
 1. From a root op it collects the elementwise expression above it: ops from
    {add, sub, mul, div, neg, pow, erf, tanh, exp, sigmoid, sqrt, rsqrt,
-   reciprocal, float casts} whose other operands are scalar constants, down to
+   reciprocal, float casts, reshapes of leading 1s} whose other operands are scalar constants, down to
    one variable ``x`` (the deepest value the whole expression depends on alone).
 2. It evaluates that expression in float64 on 170 points in [-20, 20] — with
    the constants exactly as stored — and compares it with GELU (erf), GELU
@@ -76,12 +76,30 @@ def _scalar(v: Value) -> float | None:
     return None if c is None else float(c)
 
 
+def _is_unit_reshape(op: Op) -> bool:
+    """A reshape that only adds or drops leading 1s: the same elements in the same order.
+
+    Canonicalize drops such a reshape where an elementwise op broadcasts anyway, so
+    one GELU can read ``x`` as ``[128, 1024]`` in one place and ``[1, 128, 1024]``
+    in another; the expression still has one variable."""
+    if op.name != "ik.reshape":
+        return False
+
+    def core(shape: tuple) -> tuple:
+        i = 0
+        while i < len(shape) and shape[i] == 1:
+            i += 1
+        return tuple(shape[i:])
+
+    return core(tuple(op.operand(0).type.shape)) == core(tuple(op.results[0].type.shape))
+
+
 def _in_expr(op: Op) -> bool:
     if op.name in _UNARY_OPS:
         return op.results[0].type.dtype.is_float
     if op.name in _BINARY_OPS:
         return op.results[0].type.dtype.is_float
-    return is_float_cast(op)
+    return is_float_cast(op) or (_is_unit_reshape(op) and op.results[0].type.dtype.is_float)
 
 
 def _leaves(root: Op, stop: Value | None) -> tuple[set[int], dict[int, Value], list[Op]]:
@@ -141,7 +159,7 @@ def _evaluate(root: Op, x: Value, pts: np.ndarray) -> np.ndarray | None:
         assert p is not None
         ins = [val(a) for a in p.operands]
         name = p.name[3:]
-        if p.name == "ik.cast":
+        if p.name in ("ik.cast", "ik.reshape"):  # pointwise, the value is unchanged
             out = ins[0]
         elif name in UNARY:
             out = UNARY[name][0](np.asarray(ins[0], dtype=np.float64))
@@ -246,6 +264,8 @@ class FuseActivationPattern(Pattern):
         y = rw.create(root, m["opname"], [x], dict(m["attrs"]), loc=loc).results[0]
         if wider_in:  # f32 math rounded to f16 at the end: compute wide, round once, as written
             y = mk(rw, root, "ik.cast", y, to=od)
+        if y.type.shape != out_t.shape:  # x read through a reshape of leading 1s: the root's shape
+            y = mk(rw, root, "ik.reshape", y, shape=tuple(out_t.shape))
         if y.type != out_t:
             return
         rw.replace_op(root, [y])

@@ -307,6 +307,10 @@ class CpuSpec:
     """CPU model string."""
     fma_units: int = 2
     """FMA pipes per core, for the theoretical peak."""
+    l1d_kib: int = 32
+    """L1 data cache per core, KiB (sysfs); sizes the k step of a CPU matmul tile."""
+    l2_kib: int = 512
+    """L2 cache per core, KiB (sysfs); sizes the n extent of a CPU matmul tile."""
 
     def peak_flops(self, dtype: object = "f32") -> float:
         """Attainable FLOP/s: the measured single-thread GEMM rate times cores.
@@ -631,6 +635,8 @@ def _parse_cpu(top: _Reader) -> CpuSpec:
         clock_ghz=s.float_("clock_ghz"),
         model=s.str_("model", ""),
         fma_units=s.int_("fma_units", 2),
+        l1d_kib=s.int_("l1d_kib", 32),
+        l2_kib=s.int_("l2_kib", 512),
     )
     # Measurement provenance is kept in the file for people; the model does not use it.
     for key in (

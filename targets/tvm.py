@@ -135,13 +135,21 @@ class _Lowerer:
         if not x.dtype.is_float or x.dtype is DType.f64:
             return False
         tile = op.attrs.get("tile") or (None, None, None)
+        # A constant weight is packed into the kernel's panel layout here, once, instead of
+        # by the kernel on every call (for the LM head that is a 2 MB copy per token batch).
+        wconst = _const_array(w) if self.target.kind.name == "llvm" and len(self.shape(w)) == 2 else None
         try:
             k = mm.matmul(self.shape(x), self.shape(w), _TVM_DTYPE[x.dtype], bias=bias is not None, activation=act,
                           tile_m=tile[0], tile_n=tile[1], tile_k=tile[2], target=self.target,
-                          name=self.kname(out or op))
+                          name=self.kname(out or op), b_packed=wconst is not None)
         except (ValueError, NotImplementedError):
             return False
-        args = [self.env[id(x)], self.env[id(w)]] + ([self.env[id(bias)]] if bias is not None else [])
+        if wconst is not None:
+            packed = mm.pack_b(wconst, k.config["padded"], k.config["micro"][1])
+            wv = self.bb.emit(self.relax.const(packed, "float32"))
+        else:
+            wv = self.env[id(w)]
+        args = [self.env[id(x)], wv] + ([self.env[id(bias)]] if bias is not None else [])
         res = self.call_kernel(k, args, out or op, ops or [op])
         self.env[id((out or op).results[0])] = res
         return True
@@ -436,6 +444,26 @@ class _Lowerer:
         raise TargetUnavailable(f"tvm: attention at {op.loc.short()} with these dtypes/shapes has no kernel")
 
 
+def _const_array(v: Value, depth: int = 4) -> np.ndarray | None:
+    """The value of ``v`` when it is a constant, possibly through transposes, reshapes and
+    casts (an exporter's ``weight.T``), else None."""
+    op = v.producer
+    if op is None or depth < 0:
+        return None
+    if op.name == "ik.constant":
+        return np.asarray(op.attrs["value"].array)
+    if op.name not in ("ik.transpose", "ik.reshape", "ik.cast"):
+        return None
+    x = _const_array(op.operand(0), depth - 1)
+    if x is None:
+        return None
+    if op.name == "ik.transpose":
+        return np.transpose(x, op.attrs["perm"])
+    if op.name == "ik.reshape":
+        return x.reshape([int(d) for d in v.type.shape]) if v.type.is_static else None
+    return x.astype(op.attrs["to"].np)
+
+
 def _scalar_constant(v: Value) -> float | None:
     """The value of ``v`` when it is a one-element ``ik.constant``, else None."""
     op = v.producer
@@ -447,9 +475,9 @@ def _scalar_constant(v: Value) -> float | None:
 
 def _fast_unary(name: str, x: Any) -> Any:
     """float32 tanh/erf/exp/sigmoid as the kernel library's vectorisable polynomials."""
-    from irkit.targets.tvm_kernels.elementwise import _unary
+    from irkit.targets.tvm_kernels.elementwise import unary_expr
 
-    return _unary(name, x, "float32", True)
+    return unary_expr(name, x, "float32", True)
 
 
 def _te_unary(topi: Any, name: str, t: Any) -> Any:

@@ -274,7 +274,8 @@ def exp_nan(x: tirx.PrimExpr) -> tirx.PrimExpr:
     return tirx.Select(tirx.isnan(x), x, big)
 
 
-def _unary(op: str, x: tirx.PrimExpr, dtype: str, fast: bool) -> tirx.PrimExpr:
+def unary_expr(op: str, x: tirx.PrimExpr, dtype: str, fast: bool) -> tirx.PrimExpr:
+    """``op`` applied to one scalar; ``fast`` uses the vectorisable polynomials for float32."""
     is_f32 = dtype == "float32"
     one = tirx.const(1, dtype)
     if op == "neg":
@@ -387,7 +388,7 @@ class _Emitter:
             return self.emit(node.x, idx).astype(dtype).astype(cdt)
         if isinstance(node, Unary):
             xdt = _compute_dtype(infer_dtype(node.x, self.in_dtypes))
-            return _unary(node.op, self.emit(node.x, idx), xdt, self.fast)
+            return unary_expr(node.op, self.emit(node.x, idx), xdt, self.fast)
         if isinstance(node, Binary):
             xdt = _compute_dtype(infer_dtype(node.x, self.in_dtypes))
             x, y = self.emit(node.x, idx), self.emit(node.y, idx)
@@ -555,6 +556,7 @@ def _np_dtype(dtype: str) -> Any:
 
 
 __all__ = [
+    "unary_expr",
     "BINARY_OPS",
     "UNARY_OPS",
     "Binary",

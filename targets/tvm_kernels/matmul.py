@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 from tvm import s_tir, te, tirx
 from tvm.target import Target
 
@@ -59,27 +60,37 @@ MIN_TILE_K = 2
 
 
 def apply_activation(x: tirx.PrimExpr, activation: str | None) -> tirx.PrimExpr:
-    """The activation applied to one float32 value (``None``: identity)."""
+    """The activation applied to one float32 value (``None``: identity).
+
+    tanh, erf and the sigmoid's exp are the kernel library's polynomials
+    (:func:`.elementwise.unary_expr`): ``tirx.tanh``/``erf`` lower to one libm call
+    per element on x86, which made a GELU epilogue cost as much as its matmul."""
     if activation is None:
         return x
+    from .elementwise import unary_expr
+
     dtype = dtype_of(x)
     half = tirx.const(0.5, dtype)
     one = tirx.const(1.0, dtype)
+
+    def u(op: str, v: tirx.PrimExpr) -> tirx.PrimExpr:
+        return unary_expr(op, v, dtype, True)
+
     if activation == "gelu_erf":
-        return half * x * (one + tirx.erf(x * tirx.const(0.7071067811865476, dtype)))
+        return half * x * (one + u("erf", x * tirx.const(0.7071067811865476, dtype)))
     if activation == "gelu_tanh":
         inner = tirx.const(0.7978845608028654, dtype) * (
             x + tirx.const(0.044715, dtype) * x * x * x
         )
-        return half * x * (one + tirx.tanh(inner))
+        return half * x * (one + u("tanh", inner))
     if activation == "silu":
-        return x * tirx.sigmoid(x)
+        return x * u("sigmoid", x)
     if activation == "relu":
         return tirx.max(x, tirx.const(0.0, dtype))
     if activation == "sigmoid":
-        return tirx.sigmoid(x)
+        return u("sigmoid", x)
     if activation == "tanh":
-        return tirx.tanh(x)
+        return u("tanh", x)
     raise ValueError(f"unknown activation {activation!r}; expected one of {ACTIVATIONS} or None")
 
 
@@ -125,6 +136,7 @@ def matmul(
     parallel: bool = True,
     target: TargetLike | None = None,
     name: str = "matmul",
+    b_packed: bool = False,
 ) -> Kernel:
     """Build ``out = act(A @ B [+ bias])`` with NumPy batch broadcasting.
 
@@ -151,6 +163,9 @@ def matmul(
         CUDA only: use WMMA tensor cores (default: yes for f16/bf16).
     parallel:
         CPU only: run output tiles on TVM's thread pool.
+    b_packed:
+        CPU only, 2-D B: the kernel takes B already in its panel layout (:func:`pack_b`
+        with this kernel's ``config``), as for a constant weight packed at build time.
 
     Returns a :class:`Kernel` with inputs ``(A, B[, bias])`` and one output ``[*batch, M, N]``.
     """
@@ -183,6 +198,8 @@ def matmul(
     flops = 2 * prod(batch) * m * n * k
 
     if is_gpu(tgt):
+        if b_packed:
+            raise ValueError("a pre-packed B is for the CPU kernel only")
         use_tc = tensor_core if tensor_core is not None else dtype in ("float16", "bfloat16")
         if use_tc and dtype == "float32":
             raise ValueError("tensor-core matmul needs float16 or bfloat16 inputs")
@@ -230,6 +247,7 @@ def matmul(
         name,
         flops,
         batch,
+        b_packed,
     )
 
 
@@ -247,13 +265,20 @@ def _define(
     batch: tuple[int, ...],
     padded: tuple[int, int, int],
     pad_dtype: str,
+    b_packed_nr: int | None = None,
 ) -> tuple[list[te.Tensor], te.Tensor, dict[str, te.Tensor]]:
-    """The padded matmul as TE; returns (inputs, output, named stages)."""
+    """The padded matmul as TE; returns (inputs, output, named stages).
+
+    ``b_packed_nr``: B arrives already packed (:func:`pack_b`, ``[Np/NR, Kp, NR]`` in
+    ``pad_dtype``), so the kernel has no B_pad stage."""
     m, k = a_shape[-2:]
     n = b_shape[-2] if transpose_b else b_shape[-1]
     mp, np_, kp = padded
     a = te.placeholder(a_shape, dtype, name="A")
-    b = te.placeholder(b_shape, dtype, name="B")
+    if b_packed_nr is not None:
+        b = te.placeholder((np_ // b_packed_nr, kp, b_packed_nr), pad_dtype, name="B_packed")
+    else:
+        b = te.placeholder(b_shape, dtype, name="B")
     zero = tirx.const(0, pad_dtype)
 
     def a_pad_fn(*idx: Any) -> tirx.PrimExpr:
@@ -275,14 +300,20 @@ def _define(
         return tirx.if_then_else(tirx.all(j < n, kk < k), safe, zero)
 
     a_pad = te.compute((*a_shape[:-2], mp, kp), a_pad_fn, name="A_pad")
-    b_pad = te.compute((*b_shape[:-2], kp, np_), b_pad_fn, name="B_pad")
+    b_pad = None if b_packed_nr is not None else te.compute((*b_shape[:-2], kp, np_), b_pad_fn, name="B_pad")
     r = te.reduce_axis((0, kp), name="k")
+
+    def b_at(bi: list[Any], kk: Any, j: Any) -> tirx.PrimExpr:
+        if b_pad is None:
+            nr = b_packed_nr
+            return b[(tirx.floordiv(j, nr), kk, tirx.floormod(j, nr))]
+        return b_pad[(*bi, kk, j)]
 
     def acc_fn(*idx: Any) -> tirx.PrimExpr:
         *bo, i, j = idx
         ai = broadcast_index(a_shape[:-2], bo)
         bi = broadcast_index(b_shape[:-2], bo)
-        prod_ = a_pad[(*ai, i, r)].astype("float32") * b_pad[(*bi, r, j)].astype("float32")
+        prod_ = a_pad[(*ai, i, r)].astype("float32") * b_at(bi, r, j).astype("float32")
         return te.sum(prod_, axis=r)
 
     acc = te.compute((*batch, mp, np_), acc_fn, name="C_acc")
@@ -321,10 +352,13 @@ def _matmul_cpu(
     name: str,
     flops: int,
     batch: tuple[int, ...],
+    b_packed: bool = False,
 ) -> Kernel:
     m, k = a_shape[-2:]
     n = b_shape[-2] if transpose_b else b_shape[-1]
     mr, nr = micro
+    if b_packed and len(b_shape) != 2:
+        raise ValueError("a pre-packed B must be a 2-D matrix")
     lanes = simd_lanes(tgt, "float32")
     if nr % lanes:
         raise ValueError(f"micro NR={nr} must be a multiple of the SIMD width {lanes}")
@@ -348,13 +382,13 @@ def _matmul_cpu(
         batch,
         (mp, np_, kp),
         "float32",
+        nr if b_packed else None,
     )
     nb = len(batch)
 
     def schedule(sch: s_tir.Schedule) -> None:
         acc = sch.get_sblock("C_acc")
         a_pad = sch.get_sblock("A_pad")
-        b_pad = sch.get_sblock("B_pad")
         loops = sch.get_loops(acc)
         bl, (i, j, kk) = loops[:nb], loops[nb:]
         io, ii = sch.split(i, [None, tm])
@@ -367,21 +401,24 @@ def _matmul_cpu(
         tile = sch.fuse(*bl, io, jo)
         if parallel:
             sch.parallel(tile)
-        # Packing: B into NR-wide panels ([Np/NR, Kp, NR]), once, at the root; A into
-        # MR-tall slivers ([Mp/MR, Kp, MR]) per (tile, k-step), inside the tile's task.
-        sch.transform_layout(
-            b_pad, ("write", 0), lambda *x: (*x[:-2], x[-1] // nr, x[-2], x[-1] % nr)
-        )
+        # Packing: B into NR-wide panels ([Np/NR, Kp, NR]), once, at the root (or not at
+        # all: a constant B arrives packed, see pack_b); A into MR-tall slivers
+        # ([Mp/MR, Kp, MR]) per (tile, k-step), inside the tile's task.
+        if not b_packed:
+            b_pad = sch.get_sblock("B_pad")
+            sch.transform_layout(
+                b_pad, ("write", 0), lambda *x: (*x[:-2], x[-1] // nr, x[-2], x[-1] % nr)
+            )
+            *bb_loops, bk, bj = sch.get_loops(b_pad)
+            bjo, bji = sch.split(bj, [None, nr])
+            sch.reorder(bjo, bk, bji)
+            _, bjv = sch.split(bji, [None, lanes])
+            sch.vectorize(bjv)
+            if parallel:
+                sch.parallel(sch.fuse(*bb_loops, bjo))
         sch.transform_layout(
             a_pad, ("write", 0), lambda *x: (*x[:-2], x[-2] // mr, x[-1], x[-2] % mr)
         )
-        *bb_loops, bk, bj = sch.get_loops(b_pad)
-        bjo, bji = sch.split(bj, [None, nr])
-        sch.reorder(bjo, bk, bji)
-        _, bjv = sch.split(bji, [None, lanes])
-        sch.vectorize(bjv)
-        if parallel:
-            sch.parallel(sch.fuse(*bb_loops, bjo))
         sch.compute_at(a_pad, ko)
         *_, ai, ak = sch.get_loops(a_pad)
         aio, air = sch.split(ai, [None, mr])
@@ -417,8 +454,23 @@ def _matmul_cpu(
             "lanes": lanes,
             "padded": (mp, np_, kp),
             "parallel": parallel,
+            "b_packed": b_packed,
         },
     )
+
+
+def pack_b(b: np.ndarray, padded: tuple[int, int, int], nr: int, transpose_b: bool = False) -> np.ndarray:
+    """A constant 2-D B in the CPU kernel's panel layout ``[Np/NR, Kp, NR]`` (float32,
+    zero-padded), done once when the model is built instead of on every call; pass the
+    kernel's ``config["padded"]`` and ``config["micro"][1]``."""
+    _, np_, kp = padded
+    b = np.asarray(b)
+    if transpose_b:
+        b = b.T
+    k, n = b.shape
+    out = np.zeros((kp, np_), np.float32)
+    out[:k, :n] = b.astype(np.float32)
+    return np.ascontiguousarray(out.reshape(kp, np_ // nr, nr).transpose(1, 0, 2))
 
 
 # --------------------------------------------------------------------------- CUDA

@@ -137,6 +137,34 @@ def test_matmul_cpu(rng, a_shape, b_shape, dtype, transpose_b, bias, act, tiles)
     close(out, ref, dtype, scale=math.sqrt(a_shape[-1]))
 
 
+@pytest.mark.parametrize(
+    "a_shape,b_shape,dtype,transpose_b,act,tiles",
+    [
+        # a constant weight packed at build time: ragged M, N and K over several tiles
+        ((37, 50), (50, 61), "float32", False, "gelu_tanh", {"tile_m": 16, "tile_n": 32, "tile_k": 16}),
+        # batched activations against one 2-D weight, transposed, bf16
+        ((2, 40, 96), (72, 96), "bfloat16", True, None, {}),
+    ],
+)
+def test_matmul_cpu_prepacked_b(rng, a_shape, b_shape, dtype, transpose_b, act, tiles):
+    a = rand(rng, a_shape, dtype)
+    b = rand(rng, b_shape, dtype)
+    n = b_shape[-2] if transpose_b else b_shape[-1]
+    bias_v = rand(rng, (n,), dtype)
+    k = mm.matmul(a_shape, b_shape, dtype, transpose_b=transpose_b, bias=True, activation=act,
+                  b_packed=True, **tiles)
+    assert "B_pad" not in c.inspect(k).scheduled_tir  # nothing is packed per call
+    packed = mm.pack_b(b, k.config["padded"], k.config["micro"][1], transpose_b=transpose_b)
+    (out,) = c.run(k, a, packed, bias_v)
+    ref = matmul_ref(a, b, transpose_b, bias_v, act)
+    close(out, ref, dtype, scale=math.sqrt(a_shape[-1]))
+
+
+def test_matmul_prepacked_b_is_cpu_and_2d_only():
+    with pytest.raises(ValueError, match="2-D"):
+        mm.matmul((2, 4, 5), (2, 5, 7), b_packed=True)
+
+
 def test_matmul_rejects_bad_shapes():
     with pytest.raises(ValueError, match="contraction"):
         mm.matmul((4, 5), (6, 7))
