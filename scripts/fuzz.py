@@ -73,6 +73,12 @@ def stage_graphs(args: argparse.Namespace, progress: Callable[[list[str]], None]
         tests = [t for t in tests if args.graphs_filter in t]
     t0 = time.perf_counter()
     done: dict[str, tuple[bool, float, str]] = {}
+    commit_of: dict[str, str] = {}
+    if args.resume:  # properties that passed with the same count keep their row (and its commit)
+        for test, n, sec, commit in _previous_passes(Path(args.out)):
+            if test in tests and n == graphs_of(test):
+                done[test], commit_of[test] = (True, sec, ""), commit
+    head_commit = _commit()
 
     def one(test: str) -> None:
         s0 = time.perf_counter()
@@ -80,6 +86,7 @@ def stage_graphs(args: argparse.Namespace, progress: Callable[[list[str]], None]
                             f"{ROOT / 'tests' / 'property' / 'test_random_graphs.py'}::{test}"],
                            env=env, capture_output=True, text=True, cwd=ROOT)
         done[test] = (r.returncode == 0, time.perf_counter() - s0, (r.stdout + r.stderr)[-4000:])
+        commit_of[test] = head_commit
         progress(render())
 
     def render(final: bool = False) -> list[str]:
@@ -88,14 +95,15 @@ def stage_graphs(args: argparse.Namespace, progress: Callable[[list[str]], None]
                  f"{(time.perf_counter() - t0) / 60:.0f} min {'in all' if final else 'so far'}. Graphs per property: {args.graphs} for each "
                  f"pass, pipeline and text property; {args.target_graphs} for each target (each graph is "
                  "compiled)" + "".join(f", {n} for {t}" for t, n in per_target.items()) + ".\n",
-                 "| property | graphs | result | minutes |", "|---|---:|---|---:|"]
+                 "| property | graphs | result | minutes | commit |", "|---|---:|---|---:|---|"]
         for test in tests:
             n = graphs_of(test)
             if test in done:
                 ok, sec, _ = done[test]
-                lines.append(f"| {test} | {n} | {'passed' if ok else 'FAILED'} | {sec / 60:.1f} |")
+                lines.append(f"| {test} | {n} | {'passed' if ok else 'FAILED'} | {sec / 60:.1f} | "
+                             f"{commit_of.get(test, head_commit)} |")
             else:
-                lines.append(f"| {test} | {n} | not run yet | |")
+                lines.append(f"| {test} | {n} | not run yet | | |")
         failed = [t for t, (ok, _, _) in done.items() if not ok]
         lines.append(f"\n{len(done) - len(failed)} passed, {len(failed)} failed, {len(tests) - len(done)} not run.\n")
         for t in failed:
@@ -103,9 +111,26 @@ def stage_graphs(args: argparse.Namespace, progress: Callable[[list[str]], None]
         return lines
 
     with ThreadPoolExecutor(max(1, args.workers)) as ex:
-        list(ex.map(one, tests))
+        list(ex.map(one, [t for t in tests if t not in done]))
     lines = render(final=True)
     return lines, all(ok for ok, _, _ in done.values()) and len(done) == len(tests)
+
+
+def _previous_passes(path: Path) -> list[tuple[str, int, float, str]]:
+    """(property, graphs, seconds, commit) of the rows that passed in an earlier report."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return []
+    out = []
+    for ln in text.splitlines():
+        cells = [c.strip() for c in ln.strip().strip("|").split("|")]
+        if len(cells) == 5 and cells[2] == "passed" and cells[1].isdigit():
+            try:
+                out.append((cells[0], int(cells[1]), float(cells[3]) * 60, cells[4]))
+            except ValueError:
+                continue
+    return out
 
 
 def _per_target(specs: list[str]) -> dict[str, int]:
@@ -187,6 +212,9 @@ def main() -> int:
     ap.add_argument("--texts", type=int, default=100000, help="mutated IR texts")
     ap.add_argument("--workers", type=int, default=2, help="processes at a time")
     ap.add_argument("--graphs-filter", default="", help="only the properties whose test id contains this")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the properties that passed (same count) in the previous report, with "
+                         "the commit they ran at; run the rest")
     ap.add_argument("--only", default=",".join(STAGES), help="comma list of stages: " + ", ".join(STAGES))
     ap.add_argument("--out", default=str(ROOT / "RELIABILITY.md"))
     args = ap.parse_args()
