@@ -325,15 +325,26 @@ EXTRA_PATTERN_PROVIDERS: list[Callable[[], list[Pattern]]] = []
 """Functions returning more canonicalisation patterns (attention spellings, masks...)."""
 
 
+_PATTERNS: tuple[tuple, list[Pattern]] | None = None
+
+
 def canonicalization_patterns() -> list[Pattern]:
+    """The patterns canonicalize runs: built once (patterns hold no state between runs)
+    and again only when a provider is added, so the driver's dispatch plan for them is
+    reused from run to run."""
+    global _PATTERNS
     # Providers register when their pass modules are imported; make sure they all are.
     from irkit.passmanager import load_builtin_passes
 
     load_builtin_passes()
-    pats: list[Pattern] = [*indexed_rule_patterns(RULES), ConstantOperandRight(), SingleConcat(), FoldConstants()]
-    for provider in EXTRA_PATTERN_PROVIDERS:
-        pats.extend(provider())
-    return pats
+    key = tuple(EXTRA_PATTERN_PROVIDERS)
+    if _PATTERNS is None or _PATTERNS[0] != key:
+        pats: list[Pattern] = [*indexed_rule_patterns(RULES), ConstantOperandRight(), SingleConcat(),
+                               FoldConstants()]
+        for provider in EXTRA_PATTERN_PROVIDERS:
+            pats.extend(provider())
+        _PATTERNS = (key, pats)
+    return list(_PATTERNS[1])
 
 
 @register_pass("canonicalize")

@@ -16,7 +16,7 @@ from typing import Callable, Iterable, Sequence
 from irkit.errors import IrkitError
 from irkit.ir.core import Function, Graph, Module, Op, gc_paused
 from irkit.ir.ops import OPS
-from irkit.rewrite.pattern import Fail, NearMiss, Pattern, PatternStats, Rewriter, RewriteReport
+from irkit.rewrite.pattern import Fail, NearMiss, Pattern, Rewriter, RewriteReport
 
 
 class RewriteLimitError(IrkitError):
@@ -28,9 +28,17 @@ def is_trivially_dead(op: Op) -> bool:
     return d is not None and d.has("pure") and not op.is_used and not d.has("terminator")
 
 
+_ERASABLE: tuple[int, frozenset[str]] = (-1, frozenset())
+
+
 def erasable_op_names() -> frozenset[str]:
-    """Ops that may be erased when unused: registered, pure, not a terminator."""
-    return frozenset(n for n, d in OPS.items() if "pure" in d.traits and "terminator" not in d.traits)
+    """Ops that may be erased when unused: registered, pure, not a terminator (recomputed
+    only when ops are registered)."""
+    global _ERASABLE
+    if _ERASABLE[0] != len(OPS):
+        _ERASABLE = (len(OPS), frozenset(n for n, d in OPS.items()
+                                         if "pure" in d.traits and "terminator" not in d.traits))
+    return _ERASABLE[1]
 
 
 def apply_patterns(target: Module | Function | Graph, patterns: Sequence[Pattern], *,
@@ -52,25 +60,32 @@ def apply_patterns(target: Module | Function | Graph, patterns: Sequence[Pattern
     rep = report if report is not None else RewriteReport()
     changed = False
     with gc_paused():
-        table = _PatternTable(patterns, rep)
+        plan = _plan(patterns)
+        n = len(plan.patterns)
+        counts = ([0] * n, [0] * n, [0] * n)  # tried, matched, applied, by pattern index
         for g in graphs:
-            changed |= _run(g, table, rep, explain, max_rewrites, erase_dead, on_rewrite)
+            changed |= _run(g, plan, counts, rep, explain, max_rewrites, erase_dead, on_rewrite)
+        for i, p in enumerate(plan.patterns):
+            if counts[0][i]:
+                st = rep.stat(p.name)
+                st.tried += counts[0][i]
+                st.matched += counts[1][i]
+                st.applied += counts[2][i]
     return changed
 
 
-class _PatternTable:
-    """The patterns to try for each op, built once and reused.
+class _Plan:
+    """Which patterns to try for an op name, and for a name with its operands' producer
+    names: computed once per distinct name (or key) and kept with the pattern list, so a
+    pass that runs the same patterns again (canonicalize, many times per pipeline) does
+    not recompute it.  Rooted patterns for the name come first, then the generic ones
+    (each group by decreasing benefit, as given); a generic pattern whose
+    ``applies_to(name)`` is False is left out, and when some of a name's patterns filter
+    on producers (``Pattern.accepts``) the list is narrowed per producer tuple: most ops
+    are then tried against none or one pattern."""
 
-    Rooted patterns for the name come first, then the generic ones (each group
-    by decreasing benefit, as given); a generic pattern whose
-    ``applies_to(name)`` is False is left out for that name.  When some of a
-    name's patterns filter on producers (``Pattern.accepts``), the list is
-    narrowed once more per distinct tuple of operand producer names: most ops
-    are then tried against none or one pattern.  Each entry carries its
-    statistics record so the hot loop does no name lookups.
-    """
-
-    def __init__(self, patterns: Sequence[Pattern], rep: RewriteReport):
+    def __init__(self, patterns: Sequence[Pattern]):
+        self.patterns = list(patterns)  # keeps the ids in the cache key alive
         self.by_root: dict[str, list[Pattern]] = {}
         self.generic: list[Pattern] = []
         for p in sorted(patterns, key=lambda p: -p.benefit):
@@ -79,31 +94,47 @@ class _PatternTable:
                     self.by_root.setdefault(r, []).append(p)
             else:
                 self.generic.append(p)
-        self.rep = rep
-        # name -> (entries, keyed): ``keyed`` when the entries must be narrowed by producers.
-        self.cache: dict[str, tuple[tuple[tuple[Pattern, PatternStats], ...], bool]] = {}
-        self.keyed: dict[tuple[str, tuple[str | None, ...]], tuple[tuple[Pattern, PatternStats], ...]] = {}
+        self.index = {id(p): i for i, p in enumerate(self.patterns)}
+        # Entries are (pattern, its index): a run counts tries in plain lists by index.
+        self.names: dict[str, tuple[tuple[tuple[Pattern, int], ...], bool]] = {}
+        self.keys: dict[tuple[str, tuple[str | None, ...]], tuple[tuple[Pattern, int], ...]] = {}
 
-    def get(self, name: str) -> tuple[tuple[tuple[Pattern, PatternStats], ...], bool]:
-        hit = self.cache.get(name)
+    def for_name(self, name: str) -> tuple[tuple[tuple[Pattern, int], ...], bool]:
+        hit = self.names.get(name)
         if hit is None:
-            pats = [*self.by_root.get(name, ()), *(p for p in self.generic if p.applies_to(name))]
-            entries = tuple((p, self.rep.stat(p.name)) for p in pats)
-            hit = self.cache[name] = (entries, any(p.filters_producers for p in pats))
+            pats = (*self.by_root.get(name, ()), *(p for p in self.generic if p.applies_to(name)))
+            hit = self.names[name] = (tuple((p, self.index[id(p)]) for p in pats),
+                                      any(p.filters_producers for p in pats))
         return hit
 
-    def narrow(self, name: str, producers: tuple[str | None, ...]) -> tuple[tuple[Pattern, PatternStats], ...]:
-        entries, _ = self.get(name)
-        hit = self.keyed[(name, producers)] = tuple(
-            e for e in entries if not e[0].filters_producers or e[0].accepts(name, producers))
+    def for_key(self, name: str, producers: tuple[str | None, ...]) -> tuple[tuple[Pattern, int], ...]:
+        hit = self.keys.get((name, producers))
+        if hit is None:
+            hit = self.keys[(name, producers)] = tuple(
+                e for e in self.for_name(name)[0] if not e[0].filters_producers or e[0].accepts(name, producers))
         return hit
+
+
+_PLANS: dict[tuple[int, ...], _Plan] = {}
+_MAX_PLANS = 64
+
+
+def _plan(patterns: Sequence[Pattern]) -> _Plan:
+    key = tuple(map(id, patterns))
+    hit = _PLANS.get(key)
+    if hit is None:
+        if len(_PLANS) >= _MAX_PLANS:
+            _PLANS.clear()
+        hit = _PLANS[key] = _Plan(patterns)
+    return hit
 
 
 def _all_ops(g: Graph) -> Iterable[Op]:
     return g.walk()
 
 
-def _run(g: Graph, table: _PatternTable, rep: RewriteReport, explain: bool,
+def _run(g: Graph, plan: _Plan, counts: tuple[list[int], list[int], list[int]], rep: RewriteReport,
+         explain: bool,
          max_rewrites: int | None, erase_dead: bool,
          on_rewrite: Callable[[Pattern, Op], Callable[[], None] | None] | None) -> bool:
     # The worklist is a stack; ``queued`` holds the ids of ops on it, so an op is
@@ -139,10 +170,11 @@ def _run(g: Graph, table: _PatternTable, rep: RewriteReport, explain: bool,
     erased_dead = 0
     pop = worklist.pop
     unqueue = queued.discard
-    patterns_for = table.get
-    cache = table.cache
-    keyed = table.keyed
-    narrow = table.narrow
+    patterns_for = plan.for_name
+    cache = plan.names
+    keyed = plan.keys
+    narrow = plan.for_key
+    tried, matched, applied = counts
 
     while worklist:
         op = pop()
@@ -167,19 +199,19 @@ def _run(g: Graph, table: _PatternTable, rep: RewriteReport, explain: bool,
             prods = tuple([None if (q := v.producer) is None else q.name for v in op._operands])
             c = keyed.get((name, prods))
             cands = c if c is not None else narrow(name, prods)
-        for p, st in cands:
-            st.tried += 1
+        for p, i in cands:
+            tried[i] += 1
             m = p.match(op)
             if not m:
                 if explain and p.explain and isinstance(m, Fail):
                     explained[(p.name, id(op))] = NearMiss(p.name, op, m.reason, m.op)
                 continue
-            st.matched += 1
+            matched[i] += 1
             after = on_rewrite(p, op) if on_rewrite is not None else None
             p.rewrite(rw, op, m)
             if after is not None:
                 after()
-            st.applied += 1
+            applied[i] += 1
             if explained:
                 explained.pop((p.name, id(op)), None)
             fired[p.name] += 1

@@ -188,7 +188,6 @@ class RuleSet(Pattern):
         self.rules = rules
         self.name = "rules:" + rules[0].roots[0]
         self.roots = rules[0].roots
-        self._chosen: dict[int, tuple[Rule, Match]] = {}
 
     def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
         return any(r.accepts(name, producers) for r in self.rules)
