@@ -78,6 +78,9 @@ class Artifact:
     input_shapes: list[tuple[int, ...]] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
     runner: Callable[[Sequence[np.ndarray]], list[np.ndarray]] | None = None
+    profiler: Callable[[Sequence[np.ndarray]], list[tuple[str, float]]] | None = None
+    """Runs with the target's own timing: each device-function call in order, as (the function's name,
+    seconds).  A kernel's functions are ``extra["functions"]`` (equal kernels may share one), else its name."""
 
     def manifest(self) -> dict[str, Any]:
         return {

@@ -64,6 +64,8 @@ class _Lowerer:
         self.bb = relax.BlockBuilder()
         self.env: dict[int, Any] = {}
         self.kernels: list[tuple[str, list[Op]]] = []
+        self.function: dict[str, str] = {}
+        """Kernel name -> the PrimFunc it calls (the BlockBuilder shares one among equal kernels)."""
 
     def shape(self, v: Value) -> list[int]:
         return [eval_dim(d, self.b) for d in v.type.shape]
@@ -123,6 +125,7 @@ class _Lowerer:
         func = kernel.func.with_attr("tirx.is_scheduled", True).with_attr("op_pattern", _OPAQUE)
         name = self.kname(op)
         gv = self.bb.add_func(func, name)
+        self.function[name] = gv.name_hint
         outs = [relax.TensorType(list(o.shape), o.dtype) for o in kernel.outputs]
         self.kernels.append((name, ops))
         return self.bb.emit(relax.call_tir(gv, args, outs[0] if len(outs) == 1 else outs))
@@ -237,7 +240,11 @@ class _Lowerer:
         hint = self.kname(op)
 
         def emit(f: Any, *args: Any, **kw: Any) -> Any:
-            return self.bb.emit_te(f, *args, primfunc_name_hint=hint, **kw)
+            var = self.bb.emit_te(f, *args, primfunc_name_hint=hint, **kw)
+            call = self.bb.lookup_binding(var)
+            if call is not None and call.args and hasattr(call.args[0], "name_hint"):
+                self.function.setdefault(hint, call.args[0].name_hint)
+            return var
 
         if name == "constant":
             d = a["value"]
@@ -643,16 +650,25 @@ class TvmTarget(Target):
         kernels = []
         for name, ops in low.kernels:
             names, locs = provenance(ops, ids)
-            kernels.append(Kernel(name, "scheduled TensorIR", names, locs, "relax.py"))
+            kernels.append(Kernel(name, "scheduled TensorIR", names, locs, "relax.py",
+                                  extra={"functions": [low.function.get(name, name)]}))
         for op in fn.body:
             if op.name in ("func.return", "ik.constant") or any(ids[id(op)] in k.ir_ops for k in kernels):
                 continue
             names, locs = provenance([op], ids)
-            kernels.append(Kernel(low.kname(op), "TOPI (Relax-fused)", names, locs, "relax.py"))
+            fns = list(dict.fromkeys(low.function[low.kname(o)] for o in [op, *(i for r in op.regions for i in r.walk())]
+                                       if low.kname(o) in low.function))
+            kernels.append(Kernel(low.kname(op), "TOPI (Relax-fused)", names, locs, "relax.py",
+                                  extra={"functions": fns or [low.kname(op)]}))
         info.update({"tvm": tvm.__version__, "target": str(target), "scheduled_kernels": len(low.kernels)})
-        runner = None
+        runner = profiler = None
         if self.kind == "llvm":
             vm = relax.VirtualMachine(ex, tvm.cpu())
+
+            def profiler(xs: Sequence[np.ndarray]) -> list[tuple[str, float]]:
+                from irkit.targets.tvm_kernels.common import to_tvm
+
+                return _profile_calls(relax.VirtualMachine(ex, tvm.cpu()), [to_tvm(np.asarray(x)) for x in xs])
 
             def runner(xs: Sequence[np.ndarray]) -> list[np.ndarray]:
                 from irkit.targets.tvm_kernels.common import to_tvm
@@ -683,7 +699,36 @@ class TvmTarget(Target):
                     if isinstance(out, (tuple, list)) or type(out).__name__ in ("Array", "ADT", "Tuple"):
                         return [o.numpy() for o in out]
                     return [out.numpy()]
-        return Artifact(self.name, files, kernels, dt, b, [a.type.concrete_shape(b) for a in fn.args], info, runner)
+        return Artifact(self.name, files, kernels, dt, b, [a.type.concrete_shape(b) for a in fn.args], info, runner,
+                        profiler)
+
+
+def _profile_calls(vm: Any, args: Sequence[Any], runs: int = 3) -> list[tuple[str, float]]:
+    """Each PrimFunc call of ``main`` in order, with its seconds, timed around the VM's call instructions
+    (the 0.27 VM has no profiler, but calls an instrument before and after every call).  One warm-up
+    run, then the median over ``runs`` of each call; VM builtins are left out."""
+    per_run: list[list[tuple[str, float]]] = []
+    started: list[float] = []
+
+    def instrument(_func: Any, symbol: str, before: bool, _ret: Any, *_args: Any) -> int:
+        now = time.perf_counter()
+        if before:
+            started.append(time.perf_counter())
+        else:
+            t0 = started.pop()
+            if not str(symbol).startswith("vm.builtin."):
+                per_run[-1].append((str(symbol), now - t0))
+        return 0  # VMInstrumentReturnKind.NO_OP
+
+    vm["main"](*args)
+    vm.set_instrument(instrument)
+    for _ in range(runs):
+        per_run.append([])
+        vm["main"](*args)
+    first = per_run[0]
+    if any([n for n, _ in r] != [n for n, _ in first] for r in per_run):
+        return first
+    return [(n, float(np.median([r[i][1] for r in per_run]))) for i, (n, _) in enumerate(first)]
 
 
 register_target("tvm-llvm", kind="llvm")(TvmTarget)

@@ -201,11 +201,46 @@ _HEAVY = ("ik.matmul", "ik.contract", "ik.attention", "ik.fused", "ik.conv2d", "
           "ik.rms_norm", "ik.gelu", "ik.silu", "ik.gather")
 
 
+def _per_op(calls: Sequence[tuple[str, float]], kernels: Any) -> dict[str, float]:
+    """Device-function calls spread over IR ops; a kernel's time goes to every IR op it implements.
+
+    A function that several equal kernels share (TVM keeps one PrimFunc for equal layers) is called
+    once per kernel, in program order: the i-th call is the i-th kernel's.  A function the target's
+    compiler fused from several (TVM: ``fused_add_55_reshape_57``) belongs to the kernels whose
+    functions it joins; when they are not one per call, the time is shared evenly."""
+    import re
+
+    def fns(k: Any) -> list[str]:
+        return list(k.extra.get("functions", [k.name]))
+
+    n_calls: dict[str, int] = {}
+    for name, _ in calls:
+        n_calls[name] = n_calls.get(name, 0) + 1
+    owners: dict[str, list[Any]] = {}
+    for name in n_calls:
+        owners[name] = [k for k in kernels if name in fns(k)] or [
+            k for k in kernels if any(re.search(rf"(?:^|_){re.escape(f)}(?:_|$)", name) for f in fns(k))]
+    seen: dict[str, int] = {}
+    out: dict[str, float] = {}
+    for name, sec in calls:
+        i = seen[name] = seen.get(name, -1) + 1
+        ks = owners[name]
+        if len(ks) == n_calls[name]:
+            ks = [ks[i]]
+        for k in ks:
+            for o in k.ir_ops:
+                out[o] = out.get(o, 0.0) + sec / len(ks)
+    return out
+
+
 def _measured_op_times(t: Any, art: Any, m: Any, xs: list[np.ndarray]) -> dict[str, float]:
-    """Per-IR-op seconds where the target can say: the interpreter op by op, ORT's profiler."""
+    """Per-IR-op seconds where the target can say: the interpreter op by op, ORT's profiler, the
+    artifact's own profiler (TVM: each PrimFunc call of the Relax VM)."""
     from irkit.targets.base import op_ids
 
     ids = op_ids(m)
+    if art.profiler is not None:
+        return _per_op(art.profiler(xs), art.kernels)
     if t.name == "reference":
         from irkit.interp import Interpreter, bind_symbols
 

@@ -73,6 +73,34 @@ def test_compare_links_artifacts(block: Path, tmp_path: Path, capsys) -> None:
     assert (tmp_path / "art" / "ort" / "model.onnx").exists()
 
 
+def test_compare_measures_tvm_kernels(block: Path, tmp_path: Path) -> None:
+    md = tmp_path / "cmp.md"
+    rc = main(["compare", str(block), "-p", "canonicalize,fuse-attention,fuse-norm,fuse-elementwise",
+               "--targets", "tvm-llvm", "--bind", "B=1,S=16", "--artifacts", str(tmp_path / "art"),
+               "--markdown", str(md)])
+    assert rc == 0
+    rows = [r for r in md.read_text().splitlines() if r.startswith("| ik.")]
+    timed = [r for r in rows if "µs measured" in r]
+    assert any(r.startswith("| ik.attention") for r in timed) and any(r.startswith("| ik.layer_norm") for r in timed)
+    # every kernel irkit scheduled has its time; TOPI ops too, unless TVM folded them at build time
+    assert all(r in timed for r in rows if r.startswith(("| ik.fused", "| ik.attention", "| ik.matmul"))), rows
+
+
+def test_per_op_assigns_calls_to_kernels() -> None:
+    from irkit.commands.bench_cmd import _per_op
+    from irkit.targets.base import Kernel
+
+    ks = [Kernel("attention_4", "k", ["ik.attention#4"], []), Kernel("add_5", "k", ["ik.add#5"], []),
+          Kernel("reshape_6", "k", ["ik.reshape#6"], []), Kernel("add_55", "k", ["ik.add#55"], []),
+          Kernel("fused_7", "k", ["ik.fused#7", "ik.matmul#8"], []),
+          Kernel("attention_9", "k", ["ik.attention#9"], [], extra={"functions": ["attention_4"]})]
+    calls = [("attention_4", 3e-6), ("fused_add_5_reshape_6", 2e-6), ("fused_7", 4e-6), ("attention_4", 5e-6),
+             ("vm_unknown", 1.0)]
+    got = _per_op(calls, ks)
+    assert got == {"ik.attention#4": 3e-6, "ik.add#5": 1e-6, "ik.reshape#6": 1e-6, "ik.fused#7": 4e-6,
+                   "ik.matmul#8": 4e-6, "ik.attention#9": 5e-6}
+
+
 @pytest.mark.parametrize("suffix", ["dot", "png", "svg"])
 def test_show(block: Path, tmp_path: Path, suffix: str) -> None:
     out = tmp_path / f"g.{suffix}"
