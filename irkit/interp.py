@@ -9,7 +9,10 @@ narrower type still rounds to that type (and back to f64): the conversion is
 what the program says, not an artefact of its precision — ``x > cast(cast(x,
 f16), f32)`` asks whether rounding to f16 went down, which an oracle that drops
 the rounding answers "never".  Op results are not rounded to their declared
-type (that is the precision the oracle is there to exceed).
+type (that is the precision the oracle is there to exceed).  A cast that only
+undoes a widening (``cast(cast(x: f32, f64), f32)``) is exact in the program and
+does not round in the oracle either: it rounds when its type cannot hold every
+value of the narrowest type the value passed through.
 Values are freed after their last use, so large models fit in memory.
 
 One exception keeps the oracle an oracle of *this* program: the float ops
@@ -29,7 +32,7 @@ and every target compute; everything else stays in f64.  The cone follows
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -80,6 +83,29 @@ def bind_symbols(fn: Function, inputs: Sequence[np.ndarray]) -> dict[str, int]:
 
 def _f64_type(t: TensorType) -> TensorType:
     return t.with_dtype(DType.f64) if t.dtype.is_float else t
+
+
+_HOLDS = {(DType.f16, DType.f32), (DType.bf16, DType.f32), (DType.f16, DType.f64), (DType.bf16, DType.f64),
+          (DType.f32, DType.f64)}
+
+
+def _holds(to: DType, src: DType) -> bool:
+    """Every value of float type ``src`` is exactly a value of ``to``."""
+    return to is src or (src, to) in _HOLDS
+
+
+def _precision(v: Any) -> DType:
+    """The narrowest float type ``v``'s values passed through: its own, or, through widening casts,
+    the type they widened (``cast(x: f32, f64)`` carries f32 values)."""
+    t = v.type.dtype
+    p = v.producer
+    while p is not None and p.name == "ik.cast" and p.operands[0].type.dtype.is_float:
+        src = p.operands[0].type.dtype
+        if not _holds(t, src):
+            break
+        t = src
+        p = p.operands[0].producer
+    return t
 
 
 @dataclass
@@ -153,7 +179,7 @@ class Interpreter:
         elif self.float64:
             if op.name == "ik.cast" and op.attrs["to"].is_float and ins[0].dtype.kind == "f":
                 to = op.attrs["to"]
-                if to is DType.f64 or ins[0].dtype == to.np:
+                if to is DType.f64 or ins[0].dtype == to.np or _holds(to, _precision(op.operands[0])):
                     return [ins[0].astype(np.float64)]
                 # An explicit narrowing conversion is the program's meaning: round (see the note).
                 return [ins[0].astype(to.np).astype(np.float64)]

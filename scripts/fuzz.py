@@ -76,6 +76,7 @@ def stage_graphs(args: argparse.Namespace, progress: Callable[[list[str]], None]
     t0 = time.perf_counter()
     done: dict[str, tuple[bool, float, str]] = {}
     commit_of: dict[str, str] = {}
+    ran: dict[str, int] = {}  # examples Hypothesis reports as run and passed
     if args.resume:  # properties that passed with the same count keep their row (and its commit)
         for test, n, sec, commit in _previous_passes(Path(args.out)):
             if test in tests and n == graphs_of(test):
@@ -84,9 +85,15 @@ def stage_graphs(args: argparse.Namespace, progress: Callable[[list[str]], None]
 
     def one(test: str) -> None:
         s0 = time.perf_counter()
-        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
-                            f"{ROOT / 'tests' / 'property' / 'test_random_graphs.py'}::{test}"],
-                           env=env, capture_output=True, text=True, cwd=ROOT)
+        with tempfile.TemporaryDirectory() as tmp:
+            stats = Path(tmp) / "graphs.txt"
+            r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
+                                f"{ROOT / 'tests' / 'property' / 'test_random_graphs.py'}::{test}"],
+                               env=dict(env, IRKIT_FUZZ_STATS=str(stats)), capture_output=True, text=True,
+                               cwd=ROOT)
+            counts = stats.read_text().split() if stats.exists() else []
+        if len(counts) == 2 and counts[1].isdigit():
+            ran[test] = int(counts[1])
         done[test] = (r.returncode == 0, time.perf_counter() - s0, (r.stdout + r.stderr)[-4000:])
         commit_of[test] = head_commit
         progress(render())
@@ -102,7 +109,8 @@ def stage_graphs(args: argparse.Namespace, progress: Callable[[list[str]], None]
             n = graphs_of(test)
             if test in done:
                 ok, sec, _ = done[test]
-                lines.append(f"| {test} | {n} | {'passed' if ok else 'FAILED'} | {sec / 60:.1f} | "
+                result = "FAILED" if not ok else f"passed ({ran[test]} drawn)" if test in ran else "passed"
+                lines.append(f"| {test} | {n} | {result} | {sec / 60:.1f} | "
                              f"{commit_of.get(test, head_commit)} |")
             else:
                 lines.append(f"| {test} | {n} | not run yet | | |")
@@ -127,7 +135,7 @@ def _previous_passes(path: Path) -> list[tuple[str, int, float, str]]:
     out = []
     for ln in text.splitlines():
         cells = [c.strip() for c in ln.strip().strip("|").split("|")]
-        if len(cells) == 5 and cells[2] == "passed" and cells[1].isdigit():
+        if len(cells) == 5 and cells[2].startswith("passed") and cells[1].isdigit():
             try:
                 out.append((cells[0], int(cells[1]), float(cells[3]) * 60, cells[4]))
             except ValueError:

@@ -433,8 +433,11 @@ def _matmul_cpu(
         ob = sch.get_sblock("out")
         sch.reverse_compute_at(ob, tile)
         ol = sch.get_loops(ob)
+        # With M = N = 1 the tile has no row or column loop of its own: the innermost loop is the
+        # (parallel) tile loop, which also holds the reduction, and is not the epilogue's to vectorise.
+        own = not sch.get_sref(ol[-1]).same_as(sch.get_sref(tile))
         ext = int(sch.get(ol[-1]).extent)
-        vec = largest_divisor(ext, lanes)
+        vec = largest_divisor(ext, lanes) if own else 1
         if vec > 1:
             _, ov = sch.split(ol[-1], [None, vec])
             sch.vectorize(ov)

@@ -31,9 +31,30 @@ SETTINGS = settings(max_examples=N, deadline=None, derandomize=True,
 load_builtin_passes()
 PASS_NAMES = sorted(PASSES)
 
+# Graphs each property ran, for `make fuzz`'s report (IRKIT_FUZZ_STATS names the file it appends to).
+_DRAWN = [0]
+
+
+def _count(m):
+    _DRAWN[0] += 1
+    return m
+
+
+GRAPHS = modules().map(_count)
+
+
+@pytest.fixture(autouse=True)
+def _report_graphs(request):
+    _DRAWN[0] = 0
+    yield
+    path = os.environ.get("IRKIT_FUZZ_STATS")
+    if path:
+        with open(path, "a") as f:
+            f.write(f"{request.node.name} {_DRAWN[0]}\n")
+
 
 @SETTINGS
-@given(modules())
+@given(GRAPHS)
 def test_print_parse_round_trip(m) -> None:
     verify(m)
     text = print_module(m)
@@ -60,7 +81,7 @@ def test_pass_preserves_semantics(name: str) -> None:
     exact = bool(getattr(p, "exact", False))
 
     @SETTINGS
-    @given(modules())
+    @given(GRAPHS)
     def prop(m) -> None:
         note(print_module(m))
         xs = random_inputs(m.entry, seed=1)
@@ -82,7 +103,7 @@ def test_pass_preserves_semantics(name: str) -> None:
 
 
 @SETTINGS
-@given(modules())
+@given(GRAPHS)
 def test_canonicalize_idempotent(m) -> None:
     p = make_pass("canonicalize")
     p.run(m, PassContext())
@@ -107,7 +128,7 @@ def test_pipeline_preserves_semantics(pipeline: str) -> None:
     from irkit.passmanager import run_pipeline
 
     @SETTINGS
-    @given(modules())
+    @given(GRAPHS)
     def prop(m) -> None:
         note(print_module(m))
         xs = random_inputs(m.entry, seed=2)
@@ -150,7 +171,7 @@ def test_target_matches_oracle(target: str, pipeline: str) -> None:
     nt = int(os.environ.get("IRKIT_FUZZ_TARGET_EXAMPLES_" + target.upper().replace("-", "_"), NT))
 
     @settings(SETTINGS, max_examples=nt, phases=[Phase.explicit, Phase.reuse, Phase.generate])
-    @given(modules())
+    @given(GRAPHS)
     def prop(m) -> None:
         note(print_module(m))
         xs = random_inputs(m.entry, seed=3)

@@ -117,6 +117,10 @@ def matmul_ref(a, b, transpose_b=False, bias=None, act=None):
         # K = 1 (an outer product) and a one-wide k tile: padded to a k step of 2
         ((1, 16, 1), (1, 1, 40), "float32", False, False, None, {}),
         ((1, 16, 5), (1, 5, 40), "float32", False, True, None, {"tile_k": 1}),
+        # batched M = N = 1 (a one-token attention's q @ k^T): no row or column loop in the tile, the
+        # epilogue must not vectorise the tile loop (found by the 150-graph fuzz of tvm-llvm)
+        ((2, 2, 1, 4), (2, 2, 4, 1), "float32", False, False, None, {}),
+        ((2, 3, 1, 7), (2, 3, 1, 7), "float32", True, True, "relu", {}),
     ],
 )
 def test_matmul_cpu(rng, a_shape, b_shape, dtype, transpose_b, bias, act, tiles):
