@@ -184,9 +184,12 @@ def rounding_slack(m: Module | Function, inputs: Sequence[np.ndarray] | Mapping[
     ``samples`` more times with every float operand and result of those ops
     scaled by random factors in [1 - u, 1 + u] (u the unit roundoff of
     ``dtype``); the slack is ``factor`` times the largest deviation from the
-    unperturbed oracle (None for outputs that are not float).  A well-conditioned
-    output gets a slack of about u times its size, so a wrong rewrite still
-    fails.
+    unperturbed oracle (None for outputs that are not float).  One more run rounds
+    them to ``dtype`` itself, as the pass does: a comparison that asks whether a
+    rounding went down (``y > f32(f16(y))``) flips only when ``y`` sits on the
+    coarser grid, which random scaling almost never reproduces.  A
+    well-conditioned output gets a slack of about u times its size, so a wrong
+    rewrite still fails.
     """
     from irkit.interp import Interpreter, run
 
@@ -195,10 +198,14 @@ def rounding_slack(m: Module | Function, inputs: Sequence[np.ndarray] | Mapping[
     names = frozenset(ops)
     rng = np.random.default_rng(seed)
 
+    rounding = [True]  # the first run rounds to ``dtype``; the others scale at random
+
     def scale(x: np.ndarray) -> np.ndarray:
         if x.dtype.kind != "f" or x.size == 0:
             return x
         with np.errstate(all="ignore"):
+            if rounding[0]:
+                return x.astype(dtype.np).astype(np.float64)
             return x * (1.0 + u * rng.uniform(-1.0, 1.0, size=x.shape))
 
     class _Perturbed(Interpreter):
@@ -211,7 +218,8 @@ def rounding_slack(m: Module | Function, inputs: Sequence[np.ndarray] | Mapping[
 
     worst: list[np.ndarray | None] = [np.zeros(np.shape(y)) if np.asarray(y).dtype.kind == "f" else None
                                       for y in base]
-    for _ in range(samples):
+    for k in range(samples + 1):
+        rounding[0] = k == 0
         got = _Perturbed(True).run(m, inputs)
         for i, (g, y) in enumerate(zip(got, base)):
             w = worst[i]
