@@ -232,6 +232,7 @@ class XlaTarget(Target):
             "notes": list(lf.notes),
         }
         runner = _make_runner(art, lf) if art.runner is not None else None
+        profiler = _make_profiler(runner, [k.name for k in kernels]) if runner and art.platform == "cpu" else None
         # The artifact's compile time is what a user waits for: trace + StableHLO + XLA.
         return Artifact(
             self.name,
@@ -242,6 +243,7 @@ class XlaTarget(Target):
             [tuple(s.shape) for s in lf.input_specs],
             info,
             runner,
+            profiler,
         )
 
 
@@ -318,6 +320,41 @@ def _make_runner(art: Any, lf: LoweredFunction) -> Any:
         return [np.asarray(o) for o in outs]
 
     return runner
+
+
+def _make_profiler(runner: Any, names: Sequence[str], runs: int = 3) -> Any:
+    """Seconds per HLO kernel from JAX's profiler: XLA's CPU runtime records each thunk it runs
+    under its instruction's name (``ynn_fusion.3``, ``broadcast_divide_fusion``) on the host
+    plane.  One warm-up run, then the mean over ``runs``."""
+    wanted = frozenset(names)
+
+    def profiler(xs: Sequence[np.ndarray]) -> list[tuple[str, float]]:
+        import tempfile
+        from pathlib import Path
+
+        import jax
+        from jax.profiler import ProfileData
+
+        runner(xs)
+        with tempfile.TemporaryDirectory() as d:
+            with jax.profiler.trace(d):
+                for _ in range(runs):
+                    runner(xs)
+            traces = sorted(Path(d).rglob("*.xplane.pb"))
+            if not traces:
+                return []
+            data = ProfileData.from_file(str(traces[-1]))
+            total: dict[str, float] = {}
+            for plane in data.planes:
+                if plane.name != "/host:CPU":
+                    continue
+                for line in plane.lines:
+                    for e in line.events:
+                        if e.name in wanted:
+                            total[e.name] = total.get(e.name, 0.0) + e.duration_ns * 1e-9
+        return [(n, t / runs) for n, t in total.items()]
+
+    return profiler
 
 
 # --------------------------------------------------------------------------------------------
