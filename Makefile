@@ -7,6 +7,6 @@ test:
 test-all:
 	IRKIT_SLOW=1 $(PY) -m pytest -n 2 -q
 fuzz:
-	$(PY) scripts/fuzz.py --graphs 10000 --target-graphs 500 --target-graphs-for tvm-llvm=150 --texts 100000
+	$(PY) scripts/fuzz.py --graphs 10000 --target-graphs 500 --texts 100000
 bench:
 	$(PY) benchmarks/ir_scaling.py

@@ -7,8 +7,7 @@
 2. ``--texts`` mutated IR texts through the parser;
 3. the malformed ONNX / .pt2 corpus through the frontends.
 
-Run: make fuzz   (or: python scripts/fuzz.py --graphs 10000 --target-graphs 500 --target-graphs-for tvm-llvm=150
-     --texts 100000)
+Run: make fuzz   (or: python scripts/fuzz.py --graphs 10000 --target-graphs 500 --texts 100000)
 ``--only graphs,texts,malformed`` runs some stages; the report keeps the sections
 of the stages not run from the previous RELIABILITY.md.
 """
@@ -235,7 +234,7 @@ def main() -> int:
     out = Path(args.out)
     sections = _previous_sections(out)
     head = ("# Reliability runs\n\nProduced by `python scripts/fuzz.py` (`make fuzz`: "
-            "`--graphs 10000 --target-graphs 500 --target-graphs-for tvm-llvm=150 --texts 100000`); each section says when and at which commit it "
+            "`--graphs 10000 --target-graphs 500 --texts 100000`); each section says when and at which commit it "
             "ran. Every failure found becomes a regression test; this file lists none open when all sections say "
             "0 failed.\n")
     commit = _commit()

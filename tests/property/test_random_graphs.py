@@ -144,9 +144,9 @@ def test_pipeline_preserves_semantics(pipeline: str) -> None:
 
 
 # -- every target that runs here: its outputs match the oracle on the same random graphs.
-# Targets compile each graph (seconds for TVM), so they get fewer examples than passes:
+# Targets compile each graph, so they get fewer examples than passes:
 # IRKIT_FUZZ_TARGET_EXAMPLES (CI 20; `make fuzz` 500), or IRKIT_FUZZ_TARGET_EXAMPLES_<TARGET> for one
-# target (IRKIT_FUZZ_TARGET_EXAMPLES_TVM_LLVM; `make fuzz` gives TVM 150: each graph is a TVM build).
+# target (IRKIT_FUZZ_TARGET_EXAMPLES_TVM_LLVM, or `scripts/fuzz.py --target-graphs-for tvm-llvm=N`).
 
 NT = int(os.environ.get("IRKIT_FUZZ_TARGET_EXAMPLES", "20"))
 
