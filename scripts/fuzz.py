@@ -77,9 +77,12 @@ def stage_graphs(args: argparse.Namespace, progress: Callable[[list[str]], None]
     commit_of: dict[str, str] = {}
     ran: dict[str, int] = {}  # examples Hypothesis reports as run and passed
     if args.resume:  # properties that passed with the same count keep their row (and its commit)
-        for test, n, sec, commit in _previous_passes(Path(args.out)):
+        for test, n, sec, commit, drawn in _previous_passes(Path(args.out)):
             if test in tests and n == graphs_of(test):
                 done[test], commit_of[test] = (True, sec, ""), commit
+                if drawn is not None:
+                    ran[test] = drawn
+    resumed = len(done)
     head_commit = _commit()
 
     def one(test: str) -> None:
@@ -100,7 +103,9 @@ def stage_graphs(args: argparse.Namespace, progress: Callable[[list[str]], None]
     def render(final: bool = False) -> list[str]:
         lines = [TITLES["graphs"] + "\n",
                  f"Hypothesis (derandomized), each property in its own process, {args.workers} at a time, "
-                 f"{(time.perf_counter() - t0) / 60:.0f} min {'in all' if final else 'so far'}. Graphs per property: {args.graphs} for each "
+                 f"{(time.perf_counter() - t0) / 60:.0f} min {'in all' if final else 'so far'}"
+                 + (f" (resumed: {resumed} rows kept from the previous report, each with the commit it ran at)"
+                    if resumed else "") + f". Graphs per property: {args.graphs} for each "
                  f"pass, pipeline and text property; {args.target_graphs} for each target (each graph is "
                  "compiled)" + "".join(f", {n} for {t}" for t, n in per_target.items()) + ".\n",
                  "| property | graphs | result | minutes | commit |", "|---|---:|---|---:|---|"]
@@ -125,8 +130,8 @@ def stage_graphs(args: argparse.Namespace, progress: Callable[[list[str]], None]
     return lines, all(ok for ok, _, _ in done.values()) and len(done) == len(tests)
 
 
-def _previous_passes(path: Path) -> list[tuple[str, int, float, str]]:
-    """(property, graphs, seconds, commit) of the rows that passed in an earlier report."""
+def _previous_passes(path: Path) -> list[tuple[str, int, float, str, int | None]]:
+    """(property, graphs, seconds, commit, graphs drawn) of the rows that passed in an earlier report."""
     try:
         text = path.read_text()
     except OSError:
@@ -136,7 +141,9 @@ def _previous_passes(path: Path) -> list[tuple[str, int, float, str]]:
         cells = [c.strip() for c in ln.strip().strip("|").split("|")]
         if len(cells) == 5 and cells[2].startswith("passed") and cells[1].isdigit():
             try:
-                out.append((cells[0], int(cells[1]), float(cells[3]) * 60, cells[4]))
+                drawn = re.search(r"\((\d+) drawn\)", cells[2])
+                out.append((cells[0], int(cells[1]), float(cells[3]) * 60, cells[4],
+                            int(drawn.group(1)) if drawn else None))
             except ValueError:
                 continue
     return out
