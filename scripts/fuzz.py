@@ -203,17 +203,18 @@ def stage_malformed(args: argparse.Namespace, progress: Callable[[list[str]], No
 
 
 def _previous_sections(path: Path) -> dict[str, str]:
-    """The sections of an existing report, by stage."""
+    """The sections of an existing report: by stage, and the others (written by hand: what a run
+    found and what became of it) by their title, kept as they are."""
     if not path.exists():
         return {}
     text = path.read_text()
     out: dict[str, str] = {}
-    for stage, title in TITLES.items():
-        i = text.find(title + "\n")
-        if i < 0:
-            continue
-        j = min([k for k in (text.find("\n## ", i + 1),) if k > 0] or [len(text)])
-        out[stage] = text[i:j].rstrip() + "\n"
+    starts = [m.start() + 1 for m in re.finditer(r"\n## ", text)]
+    for i, j in zip(starts, starts[1:] + [len(text)]):
+        body = text[i:j].rstrip() + "\n"
+        title = body.split("\n", 1)[0]
+        stage = next((st for st, t in TITLES.items() if t == title), None)
+        out[stage or title] = body
     return out
 
 
@@ -249,7 +250,8 @@ def main() -> int:
     def write(stage: str, lines: list[str]) -> None:
         when = f"_Run on {datetime.date.today()} at commit {commit}, {os.cpu_count()} cores._\n"
         sections[stage] = "\n".join([lines[0], when, *lines[1:]]) + "\n"
-        atomic_write(out, head + "\n" + "\n".join(sections[s] for s in STAGES if s in sections))
+        others = [sections[k] for k in sections if k not in STAGES]
+        atomic_write(out, head + "\n" + "\n".join([sections[s] for s in STAGES if s in sections] + others))
 
     ok = True
     for stage in only:
