@@ -64,6 +64,8 @@ class _Lowerer:
         self.bb = relax.BlockBuilder()
         self.env: dict[int, Any] = {}
         self.kernels: list[tuple[str, list[Op]]] = []
+        self.reshape_source: dict[int, Any] = {}
+        """Relax reshape results -> the tensor they reshape (a reshape of a reshape reads the source)."""
         self.function: dict[str, str] = {}
         """Kernel name -> the PrimFunc it calls (the BlockBuilder shares one among equal kernels)."""
 
@@ -169,7 +171,10 @@ class _Lowerer:
         bias = None
         act = None
         cur = mmop.results[0]
+        n = self.shape(cur)[-1]
         for o in body[1:]:
+            if o.operands and o.operand(0) is not cur and not (o.name == "ik.add" and o.operand(1) is cur):
+                return False
             if o.name == "ik.add" and bias is None and act is None:
                 other = o.operand(1) if o.operand(0) is cur else o.operand(0)
                 if id(other) not in args or len(other.type.shape) != 1:
@@ -178,6 +183,8 @@ class _Lowerer:
             elif o.name in ("ik.gelu", "ik.silu", "ik.relu") and act is None:
                 act = {"ik.silu": "silu", "ik.relu": "relu"}.get(o.name) or (
                     "gelu_tanh" if o.attrs.get("approximate") == "tanh" else "gelu_erf")
+            elif o.name == "ik.reshape" and self.shape(o.results[0])[-1] == n:
+                pass  # rows regrouped (GPT-2's view to [B, S, N] before gelu): the same row-major data
             else:
                 return False
             cur = o.results[0]
@@ -188,7 +195,15 @@ class _Lowerer:
         x, w = (args[id(v)] for v in mmop.operands)
         if bias is not None and bias.dtype != x.dtype:
             return False
-        return self.try_matmul(_Proxy(mmop, x, w), bias, act, [op, *body], op)  # type: ignore[arg-type]
+        if not self.try_matmul(_Proxy(mmop, x, w), bias, act, [op, *body], op):  # type: ignore[arg-type]
+            return False
+        want = self.shape(op.results[0])
+        if self.shape(mmop.results[0]) != want:
+            res = self.env[id(op.results[0])]
+            out = self.bb.emit(self.relax.op.reshape(res, want))
+            self.reshape_source[id(out)] = res
+            self.env[id(op.results[0])] = out
+        return True
 
     def try_attention(self, op: Op) -> bool:
         from irkit.targets.tvm_kernels.attention import attention
@@ -342,7 +357,13 @@ class _Lowerer:
         if name == "contract":
             return [emit(lambda x, y: topi.einsum(_einsum(op), x, y), *ins)]
         if name == "reshape":
-            return [emit(lambda x: topi.reshape(x, self.shape(op.results[0])), ins[0])]
+            # A Relax reshape, not a TOPI copy: standalone, the VM makes it a view of the same buffer
+            # (RewriteDataflowReshape); a chain of them is one reshape of the chain's source, so two
+            # in a row never fuse into a copy kernel.
+            src = self.reshape_source.get(id(ins[0]), ins[0])
+            out = self.bb.emit(relax.op.reshape(src, self.shape(op.results[0])))
+            self.reshape_source[id(out)] = src
+            return [out]
         if name == "transpose":
             return [emit(lambda x: topi.transpose(x, list(a["perm"])), ins[0])]
         if name == "broadcast":
