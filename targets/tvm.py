@@ -696,8 +696,8 @@ class TvmTarget(Target):
 
                 out = vm["main"](*[to_tvm(np.asarray(x)) for x in xs])
                 if isinstance(out, (tuple, list)) or type(out).__name__ in ("Array", "ADT", "Tuple"):
-                    return [o.numpy() for o in out]
-                return [out.numpy()]
+                    return [_host_array(o) for o in out]
+                return [_host_array(out)]
             try:
                 files["kernels.ll"] = ex.mod.imports[0].inspect_source("ll") if ex.mod.imports else ""
             except Exception:  # noqa: BLE001 - the LLVM text is for inspection only
@@ -722,6 +722,15 @@ class TvmTarget(Target):
                     return [out.numpy()]
         return Artifact(self.name, files, kernels, dt, b, [a.type.concrete_shape(b) for a in fn.args], info, runner,
                         profiler)
+
+
+def _host_array(t: Any) -> np.ndarray:
+    """A CPU result as NumPy without a copy (the VM allocates each call's outputs afresh, and the
+    array keeps the tensor alive); a copy where DLPack cannot carry the dtype (bfloat16)."""
+    try:
+        return np.from_dlpack(t)
+    except (TypeError, BufferError, RuntimeError, ValueError):
+        return t.numpy()
 
 
 def _profile_calls(vm: Any, args: Sequence[Any], runs: int = 3) -> list[tuple[str, float]]:
