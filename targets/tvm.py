@@ -115,6 +115,8 @@ class _Lowerer:
             return
         if op.name == "ik.attention" and self.try_attention(op):
             return
+        if op.name in ("ik.layer_norm", "ik.rms_norm", "ik.softmax") and self.try_row_kernel(op):
+            return
         outs = self.emit_te(op)
         for r, o in zip(op.results, outs):
             self.env[id(r)] = o
@@ -203,6 +205,38 @@ class _Lowerer:
             out = self.bb.emit(self.relax.op.reshape(res, want))
             self.reshape_source[id(out)] = res
             self.env[id(op.results[0])] = out
+        return True
+
+    def try_row_kernel(self, op: Op) -> bool:
+        """Layer norm, RMS norm and softmax over the last axis as scheduled row kernels
+        (``tvm_kernels.reduce``: one task per row, SIMD partial sums); TOPI's are scalar."""
+        from irkit.targets.tvm_kernels import reduce as rd
+
+        x = op.operand(0)
+        if x.dtype not in (DType.f32, DType.f16, DType.bf16) or x.type.rank == 0:
+            return False
+        if normalize_axis(op.attrs.get("axis", -1), x.type.rank) != x.type.rank - 1:
+            return False
+        shape = self.shape(x)
+        n = named_operands(op)
+        side = [n.get("weight"), n.get("bias")] if op.name == "ik.layer_norm" else \
+            [n.get("weight")] if op.name == "ik.rms_norm" else []
+        if any(v is not None and (v.dtype != x.dtype or self.shape(v) != shape[-1:]) for v in side):
+            return False
+        dt = _TVM_DTYPE[x.dtype]
+        kw: dict[str, Any] = {"target": self.target, "name": self.kname(op)}
+        try:
+            if op.name == "ik.softmax":
+                kern = rd.softmax(shape, dt, **kw)
+            elif op.name == "ik.layer_norm":
+                kern = rd.layer_norm(shape, dt, eps=float(op.attrs.get("eps", 1e-5)), weight=side[0] is not None,
+                                     bias=side[1] is not None, **kw)
+            else:
+                kern = rd.rms_norm(shape, dt, eps=float(op.attrs.get("eps", 1e-6)), weight=side[0] is not None, **kw)
+        except (ValueError, NotImplementedError):
+            return False
+        args = [self.env[id(x)]] + [self.env[id(v)] for v in side if v is not None]
+        self.env[id(op.results[0])] = self.call_kernel(kern, args, op, [op])
         return True
 
     def try_attention(self, op: Op) -> bool:

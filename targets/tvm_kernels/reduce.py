@@ -141,18 +141,21 @@ def _row_function(
         ex = {nm: T.arg(nm, T.buffer(shp, dt)) for nm, shp, dt in extra}
         out = T.arg("out", T.buffer(tuple(shape), dtype))
         T.func_attr({"tirx.noalias": True, "global_symbol": name})
-        # view both as [rows, n] (same memory, flat row-major)
-        xf = T.decl_buffer((rows, n), dtype, data=x.data)
-        of = T.decl_buffer((rows, n), dtype, data=out.data)
-        if rk.gpu:
-            with T.thread_binding(0, rows, thread="blockIdx.x") as r:
-                with T.thread_binding(0, threads, thread="threadIdx.x") as tx:
-                    rk.tx = tx
-                    rk.red = T.alloc_buffer((threads,), "float32", scope="shared")
+        # A root block, as TVMScript gives every PrimFunc: Relax's analyses of a called PrimFunc
+        # (RewriteDataflowReshape's reshape-pattern check) require one.
+        with T.sblock("root"):
+            # view both as [rows, n] (same memory, flat row-major)
+            xf = T.decl_buffer((rows, n), dtype, data=x.data)
+            of = T.decl_buffer((rows, n), dtype, data=out.data)
+            if rk.gpu:
+                with T.thread_binding(0, rows, thread="blockIdx.x") as r:
+                    with T.thread_binding(0, threads, thread="threadIdx.x") as tx:
+                        rk.tx = tx
+                        rk.red = T.alloc_buffer((threads,), "float32", scope="shared")
+                        body(rk, xf, of, ex, r)
+            else:
+                with T.parallel(0, rows) as r:
                     body(rk, xf, of, ex, r)
-        else:
-            with T.parallel(0, rows) as r:
-                body(rk, xf, of, ex, r)
     return ib.get()
 
 
