@@ -305,7 +305,9 @@ def _make_runner(art: Any, lf: LoweredFunction) -> Any:
     """NumPy in, NumPy out: the compiled executable with the weights bound on the device."""
     import jax
 
-    device = jax.devices("cpu")[0] if art.platform == "cpu" else None
+    from irkit.targets.xla_compile import cpu_device
+
+    device = cpu_device() if art.platform == "cpu" else None
     with jax.enable_x64(True):
         weights = [jax.device_put(w, device) for w in lf.weights]
     dtypes = [np.dtype(s.dtype) for s in lf.input_specs]

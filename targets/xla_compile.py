@@ -346,7 +346,7 @@ def compile_xla(
     if canon == "cpu":
         if topology not in (None, "host"):
             raise ValueError(f"xla-cpu takes no topology (got {topology!r})")
-        device = jax.devices("cpu")[0]
+        device = cpu_device()
         topo_name, deviceless = "host", False
     elif canon == "gpu":
         device, topo_name, deviceless, plugin_version = _gpu_device(topology)
@@ -528,6 +528,16 @@ def _quiet_native_stderr() -> Any:
         finally:
             _os.dup2(saved, 2)
             _os.close(saved)
+
+
+def cpu_device() -> Any:
+    """JAX's CPU device. The first call initialises every backend JAX finds, libtpu's plugin
+    too, which prints TPU-discovery warnings to file descriptor 2 on a machine without a TPU;
+    they are kept out of irkit's output like the TPU compile's (``IRKIT_VERBOSE=1`` keeps them)."""
+    import jax
+
+    with _quiet_native_stderr():
+        return jax.devices("cpu")[0]
 
 
 @functools.cache
