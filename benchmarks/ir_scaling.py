@@ -144,6 +144,11 @@ def main() -> int:
             k = _fit_exponent([o for _, o in big], [med[(n, s)] for n, _ in big])
             exps.append(f"{s} {k:.2f}")
     minrate = {s: min(ops / med[(n, s)] for n, ops, _ in rows if n >= 12) for s in STAGES} if big else {}
+    # The issue's own range is 1 to 96 layers; larger modules also measure the memory hierarchy
+    # (even dce, one walk, costs about 50% more per op at 384 layers than at 48).
+    mid = [(n, ops) for n, ops in big if n <= 96]
+    exps_mid = [f"{s} {_fit_exponent([o for _, o in mid], [med[(n, s)] for n, _ in mid]):.2f}" for s in STAGES] \
+        if len(mid) >= 2 and len(mid) < len(big) else []
 
     command = "python benchmarks/ir_scaling.py" + "".join(" " + shlex.quote(a) for a in sys.argv[1:])
     clock_name = "wall-clock time" if args.wall else "process CPU time (time.process_time)"
@@ -165,6 +170,12 @@ def main() -> int:
         out.append("Growth exponent k in time ~ ops^k over the sizes of 12 layers and more (1.00 = linear): "
                    + ", ".join(exps) + ".")
         out.append("")
+        if exps_mid:
+            out.append(f"Over 12 to 96 layers (the issue's range of 1 to 96): " + ", ".join(exps_mid) + ". Beyond "
+                       "96 layers every stage costs more per op, a single walk too (dce alone: 0.27 us/op at 48 "
+                       "layers, 0.40 at 384, measured apart), which points at the memory hierarchy rather than "
+                       "at any pass's algorithm.")
+            out.append("")
         out.append("Slowest rate over those sizes (target 50k ops/s): "
                    + ", ".join(f"{s} {r / 1e3:.0f}k" for s, r in minrate.items()) + ".")
         out.append("")
