@@ -356,7 +356,7 @@ class _Lowerer:
                 return [emit(topi.trunc_divide, *ins)]
             return [emit(binary[name], *ins)]
         if name == "rem":
-            return [emit(topi.fmod, *ins)]
+            return [emit(topi.mod, *ins)]  # truncated, like np.fmod (topi.floor_mod is Python's %)
         if name == "where":
             return [emit(topi.where, *ins)]
         if name == "cast":
