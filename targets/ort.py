@@ -407,10 +407,36 @@ class OrtTarget(Target):
             outs = sess.run(None, feeds)
             return [o.astype(t.np) if t is DType.bf16 else o for o, t in zip(outs, out_types)]
 
+        def profiler(xs: Sequence[np.ndarray], runs: int = 3) -> list[tuple[str, float]]:
+            """Seconds per node from onnxruntime's own profiler (mean of ``runs`` after a warm-up);
+            the nodes are the kernels, by name."""
+            import json
+            from pathlib import Path
+
+            po = ort.SessionOptions()
+            po.enable_profiling = True
+            po.graph_optimization_level = so.graph_optimization_level
+            if self.threads:
+                po.intra_op_num_threads = self.threads
+            ps = ort.InferenceSession(data, po, providers=["CPUExecutionProvider"])
+            feeds = {n: (np.asarray(x).astype(np.float32) if np.asarray(x).dtype == DType.bf16.np else np.asarray(x))
+                     for n, x in zip(in_names, xs)}
+            for _ in range(runs):
+                ps.run(None, feeds)
+            trace = Path(ps.end_profiling())
+            events = json.loads(trace.read_text())
+            trace.unlink(missing_ok=True)
+            total: dict[str, float] = {}
+            for e in events:
+                if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time"):
+                    node = e["name"][: -len("_kernel_time")]
+                    total[node] = total.get(node, 0.0) + e.get("dur", 0) * 1e-6
+            return [(n, t / runs) for n, t in total.items()]
+
         return Artifact(self.name, {"model.onnx": data}, kernels, dt, b,
                         [a.type.concrete_shape(b) for a in fn.args],
                         {"opset": OPSET, "attention": self.attention, "onnxruntime": ort.__version__},
-                        runner)
+                        runner, profiler)
 
 
 __all__ = ["export_onnx", "OrtTarget", "OPSET"]

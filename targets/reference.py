@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from typing import Mapping, Sequence
 
 import numpy as np
 
-from irkit.interp import default_bindings, run
+from irkit.interp import Interpreter, bind_symbols, default_bindings, run
 from irkit.ir.core import Module
 from irkit.targets.base import Artifact, Kernel, Target, op_ids, provenance
 from irkit.targets.registry import register_target
@@ -36,5 +37,22 @@ class ReferenceTarget(Target):
         def runner(xs: Sequence[np.ndarray]) -> list[np.ndarray]:
             return run(frozen, list(xs))
 
+        def profiler(xs: Sequence[np.ndarray]) -> list[tuple[str, float]]:
+            """Each op of the entry function timed on the interpreter, by its ``ik.name#N``."""
+            fids = op_ids(frozen)
+            it = Interpreter()
+            env: dict[int, np.ndarray] = {id(a): x for a, x in zip(frozen.entry.args, it._inputs(frozen.entry, xs))}
+            bound = bind_symbols(frozen.entry, xs)
+            out: list[tuple[str, float]] = []
+            for op in frozen.entry.body:
+                if op.name == "func.return":
+                    break
+                t0 = time.perf_counter()
+                res = it._op(op, [env[id(v)] for v in op.operands], bound)
+                out.append((fids[id(op)], time.perf_counter() - t0))
+                for r, y in zip(op.results, res):
+                    env[id(r)] = y
+            return out
+
         return Artifact(self.name, {"module.mlir": Printer(inline_resources=False).module(module)}, kernels, 0.0,
-                        b, [a.type.concrete_shape(b) for a in fn.args], runner=runner)
+                        b, [a.type.concrete_shape(b) for a in fn.args], runner=runner, profiler=profiler)

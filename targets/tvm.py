@@ -777,7 +777,7 @@ def _profile_calls(vm: Any, args: Sequence[Any], runs: int = 3) -> list[tuple[st
     def instrument(_func: Any, symbol: str, before: bool, _ret: Any, *_args: Any) -> int:
         now = time.perf_counter()
         if before:
-            started.append(time.perf_counter())
+            started.append(now)
         else:
             t0 = started.pop()
             if not str(symbol).startswith("vm.builtin."):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -233,55 +234,10 @@ def _per_op(calls: Sequence[tuple[str, float]], kernels: Any) -> dict[str, float
     return out
 
 
-def _measured_op_times(t: Any, art: Any, m: Any, xs: list[np.ndarray]) -> dict[str, float]:
-    """Per-IR-op seconds where the target can say: the interpreter op by op, ORT's profiler, the
-    artifact's own profiler (TVM: each PrimFunc call of the Relax VM)."""
-    from irkit.targets.base import op_ids
-
-    ids = op_ids(m)
-    if art.profiler is not None:
-        return _per_op(art.profiler(xs), art.kernels)
-    if t.name == "reference":
-        from irkit.interp import Interpreter, bind_symbols
-
-        it = Interpreter()
-        b = bind_symbols(m.entry, xs)
-        env: dict[int, np.ndarray] = {id(a): x for a, x in zip(m.entry.args, xs)}
-        out: dict[str, float] = {}
-        for op in m.entry.body:
-            if op.name == "func.return":
-                break
-            t0 = time.perf_counter()
-            res = it._op(op, [env[id(v)] for v in op.operands], b)
-            out[ids[id(op)]] = time.perf_counter() - t0
-            for r, y in zip(op.results, res):
-                env[id(r)] = y
-        return out
-    if t.name == "ort":
-        import json
-
-        import onnxruntime as ort
-
-        so = ort.SessionOptions()
-        so.enable_profiling = True
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        sess = ort.InferenceSession(art.files["model.onnx"], so, providers=["CPUExecutionProvider"])
-        feeds = {i.name: np.asarray(x).astype(np.float32) if np.asarray(x).dtype.name == "bfloat16" else np.asarray(x)
-                 for i, x in zip(sess.get_inputs(), xs)}
-        for _ in range(3):
-            sess.run(None, feeds)
-        prof = sess.end_profiling()
-        events = json.loads(Path(prof).read_text())
-        Path(prof).unlink(missing_ok=True)
-        node_to_ops = {k.name: k.ir_ops for k in art.kernels}
-        out = {}
-        for e in events:
-            if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time"):
-                node = e["name"][: -len("_kernel_time")]
-                for op_id in node_to_ops.get(node, []):
-                    out[op_id] = out.get(op_id, 0.0) + e.get("dur", 0) * 1e-6 / 3
-        return out
-    return {}
+def _measured_op_times(art: Any, xs: list[np.ndarray]) -> dict[str, float]:
+    """Per-IR-op seconds from the artifact's own profiler, where its target has one (the interpreter
+    op by op, onnxruntime's profiler, each PrimFunc call of TVM's VM, XLA CPU's thunk events)."""
+    return _per_op(art.profiler(xs), art.kernels) if art.profiler is not None else {}
 
 
 @command("compare", "the same model side by side: each fused region's kernel on each target")
@@ -324,7 +280,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                     for o in k.ir_ops:
                         info["kernels"].setdefault(o, k)
                 if av.can_run:
-                    info["meas"] = _measured_op_times(t, art, m, xs)
+                    info["meas"] = _measured_op_times(art, xs)
             except Exception as e:  # noqa: BLE001
                 info["error"] = f"lowering: {str(e).splitlines()[0][:160]}"
         per_target[t.name] = info
