@@ -125,6 +125,54 @@ def provenance(ops: Sequence[Op], ids: Mapping[int, str]) -> tuple[list[str], li
     return names, locs
 
 
+class LoweringTable:
+    """One target's lowering rules, keyed by IR op name: the table *is* the target's coverage.
+
+    Every target registers its rules the same way::
+
+        TVM_RULES = LoweringTable("tvm")
+
+        @TVM_RULES.rule("ik.add", "ik.sub")
+        def _binary(lw, op, ins): ...
+
+    ``irkit coverage`` and the coverage test read :meth:`covers` / :attr:`names`;
+    a rule may still refuse one instance of an op (a dtype or attribute the
+    target has no kernel for) by raising :class:`TargetUnavailable` with a reason.
+    """
+
+    def __init__(self, target: str):
+        self.target = target
+        self.rules: dict[str, Callable[..., Any]] = {}
+
+    def rule(self, *names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Register the decorated function as the lowering of ops ``names``."""
+
+        def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+            for n in names:
+                if n in self.rules:
+                    raise ValueError(f"{self.target}: lowering rule for '{n}' is defined twice")
+                self.rules[n] = fn
+            return fn
+
+        return deco
+
+    def get(self, name: str) -> Callable[..., Any] | None:
+        return self.rules.get(name)
+
+    def covers(self, name: str) -> bool:
+        return name in self.rules
+
+    @property
+    def names(self) -> frozenset[str]:
+        return frozenset(self.rules)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.rules
+
+    def __len__(self) -> int:
+        return len(self.rules)
+
+
 class Target:
     """Base class of targets."""
 
@@ -134,13 +182,18 @@ class Target:
     """Name of the hardware description in targets/specs used for estimates."""
 
     unsupported_ops: ClassVar[frozenset[str]] = frozenset()
-    """Registry ops this target cannot lower (for `irkit coverage`)."""
+    """Registry ops this target cannot lower (for targets without a :class:`LoweringTable`)."""
+
+    lowering_table: ClassVar[LoweringTable | None] = None
+    """The target's rule table; when set, :meth:`supports` reads it."""
 
     def availability(self) -> Availability:
         return Availability(True, True)
 
     def supports(self, op_name: str) -> bool:
-        """Whether this target lowers op ``op_name``."""
+        """Whether this target lowers op ``op_name`` (from its rule table where it has one)."""
+        if self.lowering_table is not None:
+            return self.lowering_table.covers(op_name) and op_name not in self.unsupported_ops
         return op_name not in self.unsupported_ops
 
     def lower(self, module: Module, bindings: Mapping[str, int] | None = None) -> Artifact:
