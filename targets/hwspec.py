@@ -26,6 +26,8 @@ a cost estimate quietly wrong.
 
 from __future__ import annotations
 
+from irkit.errors import IrkitError
+
 import functools
 import math
 import os
@@ -59,7 +61,7 @@ _KINDS = ("systolic", "simt", "cpu")
 _DATAFLOWS = ("ws", "is", "os", "auto")
 
 
-class SpecError(ValueError):
+class SpecError(IrkitError, ValueError):
     """A hardware description is missing, malformed or inconsistent.
 
     The message is a single line meant for a person: which file, which key, and

@@ -308,37 +308,146 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return _special.expit(x)
 
 
-# name -> (numpy function, flops per element, float only)
-UNARY: dict[str, tuple[Callable[[np.ndarray], np.ndarray], float, bool]] = {
-    "neg": (np.negative, 1, False),
-    "abs": (np.abs, 1, False),
-    "exp": (np.exp, 1, True),
-    "log": (np.log, 1, True),
-    "sqrt": (np.sqrt, 1, True),
-    "rsqrt": (lambda x: 1.0 / np.sqrt(x), 2, True),
-    "reciprocal": (lambda x: 1.0 / x, 1, True),
-    "tanh": (np.tanh, 1, True),
-    "erf": (_special.erf, 1, True),
-    "sigmoid": (_sigmoid, 3, True),
-    "sin": (np.sin, 1, True),
-    "cos": (np.cos, 1, True),
-    "floor": (np.floor, 1, True),
-    "ceil": (np.ceil, 1, True),
-    "sign": (np.sign, 1, False),
-    "relu": (lambda x: np.maximum(x, 0), 1, False),
-    "silu": (lambda x: x * _special.expit(x), 4, True),
+def _unsigned_view(x: np.ndarray) -> np.ndarray:
+    """The bits of an integer array as the unsigned type of the same width."""
+    return x.view(np.dtype(f"u{x.dtype.itemsize}"))
+
+
+def _bit_length(x: np.ndarray) -> np.ndarray:
+    u = _unsigned_view(np.ascontiguousarray(x))
+    n = np.zeros(x.shape, dtype=np.int64)
+    for k in range(8 * x.dtype.itemsize):
+        n += (u >> np.uint64(k).astype(u.dtype)) != 0
+    return n
+
+
+def _popcount(x: np.ndarray) -> np.ndarray:
+    return np.bitwise_count(_unsigned_view(np.ascontiguousarray(x))).astype(x.dtype)
+
+
+def _clz(x: np.ndarray) -> np.ndarray:
+    return (8 * x.dtype.itemsize - _bit_length(x)).astype(x.dtype)
+
+
+def _round_half_even(x: np.ndarray) -> np.ndarray:
+    return np.round(x)  # np.round rounds half to even (IEEE roundTiesToEven), as ONNX Round and torch.round
+
+
+# name -> (numpy function, flops per element, domain: "float" | "numeric" | "int" | "float->i1")
+UNARY: dict[str, tuple[Callable[[np.ndarray], np.ndarray], float, str]] = {
+    "neg": (np.negative, 1, "numeric"),
+    "abs": (np.abs, 1, "numeric"),
+    "exp": (np.exp, 1, "float"),
+    "log": (np.log, 1, "float"),
+    "sqrt": (np.sqrt, 1, "float"),
+    "rsqrt": (lambda x: 1.0 / np.sqrt(x), 2, "float"),
+    "reciprocal": (lambda x: 1.0 / x, 1, "float"),
+    "tanh": (np.tanh, 1, "float"),
+    "erf": (_special.erf, 1, "float"),
+    "sigmoid": (_sigmoid, 3, "float"),
+    "sin": (np.sin, 1, "float"),
+    "cos": (np.cos, 1, "float"),
+    "floor": (np.floor, 1, "float"),
+    "ceil": (np.ceil, 1, "float"),
+    "sign": (np.sign, 1, "numeric"),
+    "relu": (lambda x: np.maximum(x, 0), 1, "numeric"),
+    "silu": (lambda x: x * _special.expit(x), 4, "float"),
+    "tan": (np.tan, 1, "float"),
+    "asin": (np.arcsin, 1, "float"),
+    "acos": (np.arccos, 1, "float"),
+    "atan": (np.arctan, 1, "float"),
+    "sinh": (np.sinh, 1, "float"),
+    "cosh": (np.cosh, 1, "float"),
+    "asinh": (np.arcsinh, 1, "float"),
+    "acosh": (np.arccosh, 1, "float"),
+    "atanh": (np.arctanh, 1, "float"),
+    "log1p": (np.log1p, 1, "float"),
+    "expm1": (np.expm1, 1, "float"),
+    "round": (_round_half_even, 1, "float"),
+    "trunc": (np.trunc, 1, "float"),
+    "erfinv": (_special.erfinv, 1, "float"),
+    "lgamma": (_special.gammaln, 1, "float"),  # log |Gamma(x)|, as torch.lgamma and lax.lgamma
+    "digamma": (_special.psi, 1, "float"),
+    "isnan": (np.isnan, 1, "float->i1"),
+    "isinf": (np.isinf, 1, "float->i1"),
+    "isfinite": (np.isfinite, 1, "float->i1"),
+    "bitwise_not": (np.invert, 1, "int"),
+    "popcount": (_popcount, 1, "int"),
+    "clz": (_clz, 1, "int"),
 }
 
-# name -> (numpy function, flops per element, commutative)
-BINARY: dict[str, tuple[Callable[[np.ndarray, np.ndarray], np.ndarray], float, bool]] = {
-    "add": (np.add, 1, True),
-    "sub": (np.subtract, 1, False),
-    "mul": (np.multiply, 1, True),
-    "div": (np.divide, 1, False),
-    "pow": (np.power, 1, False),
-    "max": (np.maximum, 1, True),
-    "min": (np.minimum, 1, True),
-    "rem": (np.fmod, 1, False),
+
+def _int_trunc_div(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Integer division rounding toward zero (C, ONNX, torch trunc), exact for 64-bit values."""
+    safe = np.where(y == 0, 1, y).astype(np.result_type(x, y))
+    q = np.floor_divide(x, safe)
+    if x.dtype.kind == "i":
+        q = q + ((x - q * safe != 0) & ((x < 0) != (safe < 0)))
+    return np.where(y == 0, 0, q)
+
+
+def _div(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    return _int_trunc_div(x, y) if x.dtype.kind in "iu" else np.divide(x, y)
+
+
+def _pow(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    if x.dtype.kind in "iu":
+        wide = np.uint64 if x.dtype.kind == "u" else np.int64
+        return np.power(x.astype(wide), y.astype(wide))
+    return np.power(x, y)
+
+
+def _int_div_safe(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """Integer x / 0 gives 0 (NumPy's answer, without its warning); floats keep IEEE results."""
+    def go(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        if x.dtype.kind in "iu":
+            return np.where(y == 0, 0, fn(x, np.where(y == 0, 1, y).astype(y.dtype)))
+        return fn(x, y)
+    return go
+
+
+def _shift(kind: str) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """XLA shifts: the amount is read as unsigned; an amount >= the bit width gives 0
+    (left, logical) or the sign fill (arithmetic)."""
+    def go(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        x, y = np.broadcast_arrays(x, y)
+        bits = 8 * x.dtype.itemsize
+        u = _unsigned_view(np.ascontiguousarray(x))
+        amt = _unsigned_view(np.ascontiguousarray(y.astype(x.dtype)))
+        big = amt >= bits
+        amt = np.where(big, 0, amt).astype(u.dtype)
+        if kind == "left":
+            r = np.where(big, 0, u << amt).astype(u.dtype)
+        elif kind == "logical":
+            r = np.where(big, 0, u >> amt).astype(u.dtype)
+        else:
+            s = u.view(np.dtype(f"i{x.dtype.itemsize}"))
+            fill = np.where(s < 0, -1, 0).astype(s.dtype)
+            r = np.where(big, fill, s >> amt.astype(s.dtype)).astype(s.dtype)
+        return np.ascontiguousarray(r).view(x.dtype)
+    return go
+
+
+# name -> (numpy function, flops per element, commutative, domain: "float" | "numeric" | "int")
+BINARY: dict[str, tuple[Callable[[np.ndarray, np.ndarray], np.ndarray], float, bool, str]] = {
+    "add": (np.add, 1, True, "numeric"),
+    "sub": (np.subtract, 1, False, "numeric"),
+    "mul": (np.multiply, 1, True, "numeric"),
+    "div": (_div, 1, False, "numeric"),
+    "pow": (_pow, 1, False, "numeric"),
+    "max": (np.maximum, 1, True, "numeric"),
+    "min": (np.minimum, 1, True, "numeric"),
+    "rem": (_int_div_safe(np.fmod), 1, False, "numeric"),
+    "mod": (_int_div_safe(np.mod), 1, False, "numeric"),
+    "floor_div": (_int_div_safe(np.floor_divide), 1, False, "numeric"),
+    "atan2": (np.arctan2, 1, False, "float"),
+    "nextafter": (np.nextafter, 1, False, "float"),
+    "bitwise_and": (np.bitwise_and, 1, True, "int"),
+    "bitwise_or": (np.bitwise_or, 1, True, "int"),
+    "bitwise_xor": (np.bitwise_xor, 1, True, "int"),
+    "shift_left": (_shift("left"), 1, False, "int"),
+    "shift_right_logical": (_shift("logical"), 1, False, "int"),
+    "shift_right_arithmetic": (_shift("arithmetic"), 1, False, "int"),
 }
 
 COMPARE: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
@@ -351,13 +460,20 @@ LOGICAL: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
 }
 
 
-def _def_unary(name: str, fn: Callable, flops: float, float_only: bool) -> None:
+def _check_domain(t: TensorType, domain: str, what: str = "operand") -> None:
+    if domain in ("float", "float->i1"):
+        _float_only(t, what)
+    elif domain == "int":
+        if not t.dtype.is_int:
+            raise OpError(f"{what} must be an integer type (signed or unsigned), got {t.dtype}")
+    elif t.dtype.is_bool:
+        raise OpError(f"{what} must be numeric, got i1")
+
+
+def _def_unary(name: str, fn: Callable, flops: float, domain: str) -> None:
     def infer(ts, a):
-        if float_only:
-            _float_only(ts[0])
-        elif ts[0].dtype.is_bool:
-            raise OpError("operand must be numeric, got i1")
-        return [ts[0]]
+        _check_domain(ts[0], domain)
+        return [ts[0].with_dtype(DType.bool) if domain == "float->i1" else ts[0]]
 
     def ref(xs, a, ctx):
         x = xs[0]
@@ -366,30 +482,36 @@ def _def_unary(name: str, fn: Callable, flops: float, float_only: bool) -> None:
                 return [np.negative(x)]
             return [_out(fn(_f(x)), ctx.out_types[0].dtype)]
 
-    register_op(OpDef(f"ik.{name}", f"elementwise {name}", ("x",), infer, ref, _io_cost(flops),
-                      traits=frozenset({"elementwise", "pure", "unary"})))
+    kind = {"float->i1": "predicate", "int": "bitwise"}.get(domain)
+    traits = {"elementwise", "pure", "unary"} | ({kind} if kind else set())
+    summary = f"elementwise {name}" + (", i1 result" if domain == "float->i1" else "")
+    register_op(OpDef(f"ik.{name}", summary, ("x",), infer, ref, _io_cost(flops), traits=frozenset(traits)))
 
 
-def _def_binary(name: str, fn: Callable, flops: float, commutative: bool) -> None:
+def _nextafter_ref(x: np.ndarray, y: np.ndarray, ctx: RefContext) -> np.ndarray:
+    # The next representable value depends on the type: step in the program's declared
+    # type even when the oracle runs in f64 (a f64 step is 2**-29 times an f32 one).
+    declared = ctx.op.operands[0].type.dtype if ctx.op is not None else ctx.out_types[0].dtype
+    return np.nextafter(x.astype(declared.np), y.astype(declared.np))
+
+
+def _def_binary(name: str, fn: Callable, flops: float, commutative: bool, domain: str) -> None:
     def infer(ts, a):
         dt = _same_dtype(ts)
-        if dt.is_bool:
-            raise OpError("operands must be numeric, got i1")
+        _check_domain(ts[0], domain, "operands")
         return [TensorType(_bcast(ts), dt)]
 
     def ref(xs, a, ctx):
         dt = ctx.out_types[0].dtype
         x, y = xs
         with np.errstate(all="ignore"):
-            if dt.is_int and name == "div":
-                # Integer division truncates toward zero (C / ONNX / torch trunc semantics).
-                q = np.trunc(x.astype(np.float64) / y.astype(np.float64))
-                return [q.astype(dt.np)]
-            if dt.is_int and name == "pow":
-                return [np.power(x.astype(np.int64), y.astype(np.int64)).astype(dt.np)]
+            if name == "nextafter":
+                return [_out(_nextafter_ref(x, y, ctx), dt)]
             return [_out(fn(_f(x), _f(y)), dt)]
 
-    traits = {"elementwise", "pure", "binary"} | ({"commutative"} if commutative else set())
+    kind = {"int": "bitwise"}.get(domain)
+    traits = {"elementwise", "pure", "binary"} | ({"commutative"} if commutative else set()) | \
+        ({kind} if kind else set())
     register_op(OpDef(f"ik.{name}", f"elementwise {name} with broadcasting", ("lhs", "rhs"),
                       infer, ref, _io_cost(flops), traits=frozenset(traits)))
 
@@ -420,10 +542,10 @@ def _def_logical(name: str, fn: Callable) -> None:
                       traits=frozenset({"elementwise", "pure", "commutative", "logical"})))
 
 
-for _n, (_fn, _fl, _fo) in UNARY.items():
-    _def_unary(_n, _fn, _fl, _fo)
-for _n, (_fn, _fl, _c) in BINARY.items():
-    _def_binary(_n, _fn, _fl, _c)
+for _n, (_fn, _fl, _dom) in UNARY.items():
+    _def_unary(_n, _fn, _fl, _dom)
+for _n, (_fn, _fl, _c, _dom) in BINARY.items():
+    _def_binary(_n, _fn, _fl, _c, _dom)
 for _n, _fn in COMPARE.items():
     _def_compare(_n, _fn)
 for _n, _fn in LOGICAL.items():

@@ -28,7 +28,12 @@ class DType(enum.Enum):
     bf16 = "bf16"
     i64 = "i64"
     i32 = "i32"
+    i16 = "i16"
     i8 = "i8"
+    ui64 = "ui64"
+    ui32 = "ui32"
+    ui16 = "ui16"
+    ui8 = "ui8"
     bool = "i1"
 
     @property
@@ -46,7 +51,23 @@ class DType(enum.Enum):
 
     @property
     def is_int(self) -> bool:
-        return self in (DType.i64, DType.i32, DType.i8)
+        """Every integer type, signed or unsigned (not i1)."""
+        return self in _SIGNED or self in _UNSIGNED
+
+    @property
+    def is_signed(self) -> bool:
+        """A signed integer type (i8 ... i64); false for floats and i1."""
+        return self in _SIGNED
+
+    @property
+    def is_unsigned(self) -> bool:
+        """An unsigned integer type (ui8 ... ui64)."""
+        return self in _UNSIGNED
+
+    @property
+    def bits(self) -> int:
+        """Width in bits (1 for i1)."""
+        return 1 if self is DType.bool else _NP[self].itemsize * 8
 
     @property
     def is_bool(self) -> bool:
@@ -75,8 +96,6 @@ class DType(enum.Enum):
         for k, v in _NP.items():
             if v == dt:
                 return k
-        if dt == np.dtype(np.uint8) or dt == np.dtype(np.int16):
-            return DType.i32
         raise ValueError(f"unsupported NumPy dtype {dt}")
 
 
@@ -87,9 +106,16 @@ _NP: dict[DType, np.dtype] = {
     DType.bf16: np.dtype(ml_dtypes.bfloat16),
     DType.i64: np.dtype(np.int64),
     DType.i32: np.dtype(np.int32),
+    DType.i16: np.dtype(np.int16),
     DType.i8: np.dtype(np.int8),
+    DType.ui64: np.dtype(np.uint64),
+    DType.ui32: np.dtype(np.uint32),
+    DType.ui16: np.dtype(np.uint16),
+    DType.ui8: np.dtype(np.uint8),
     DType.bool: np.dtype(np.bool_),
 }
+_SIGNED = frozenset({DType.i8, DType.i16, DType.i32, DType.i64})
+_UNSIGNED = frozenset({DType.ui8, DType.ui16, DType.ui32, DType.ui64})
 
 
 # ---------------------------------------------------------------------------
@@ -467,10 +493,17 @@ def promote(a: DType, b: DType) -> DType:
     """Result dtype of a binary elementwise op (operands normally already agree)."""
     if a == b:
         return a
-    order = [DType.bool, DType.i8, DType.i32, DType.i64, DType.bf16, DType.f16, DType.f32, DType.f64]
     if {a, b} == {DType.bf16, DType.f16}:
         return DType.f32
-    return max(a, b, key=order.index)
+    if a.is_int and b.is_int and a.is_signed != b.is_signed:
+        # NumPy's rule: a signed type wide enough for both, i64 at most.
+        u, s = (a, b) if a.is_unsigned else (b, a)
+        return s if s.bits > u.bits else {8: DType.i16, 16: DType.i32}.get(u.bits, DType.i64)
+    return max(a, b, key=_PROMOTE_ORDER.index)
+
+
+_PROMOTE_ORDER = [DType.bool, DType.ui8, DType.i8, DType.ui16, DType.i16, DType.ui32, DType.i32, DType.ui64,
+                  DType.i64, DType.bf16, DType.f16, DType.f32, DType.f64]
 
 
 def is_pow2(n: int) -> bool:
