@@ -115,13 +115,14 @@ def write_output_module(m: Any, path: str) -> None:
     write_module(m, path)
 
 
-def load_inputs(path: str | None, fn: Any, seed: int) -> list[np.ndarray]:
-    """Inputs from an .npz (by name or argN), missing ones drawn at random from ``seed``."""
+def load_inputs(path: str | None, fn: Any, seed: int, bind: dict[str, int] | None = None) -> list[np.ndarray]:
+    """Inputs from an .npz (by name or argN), missing ones drawn at random from ``seed`` at the
+    shapes ``bind`` (``--bind``) and the given inputs imply; each drawn one is named on stderr."""
     from irkit.errors import InputError
     from irkit.interp import bind_symbols, default_bindings, random_inputs
 
     if not path:
-        return random_inputs(fn, seed)
+        return random_inputs(fn, seed, default_bindings(fn, bind or {}))
     try:
         with np.load(path, allow_pickle=False) as z:
             given = {k: z[k] for k in z.files}
@@ -135,7 +136,7 @@ def load_inputs(path: str | None, fn: Any, seed: int) -> list[np.ndarray]:
     if extra:
         raise InputError(f"{path}: unknown inputs {', '.join(extra)}; the function takes {', '.join(names)}")
     # Bind symbols from the inputs that are given, so random ones get matching shapes.
-    partial: dict[str, int] = {}
+    partial: dict[str, int] = dict(bind or {})
     for i, (a, n) in enumerate(zip(fn.args, names)):
         x = given.get(n, given.get(f"arg{i}"))
         if x is not None:
@@ -146,10 +147,18 @@ def load_inputs(path: str | None, fn: Any, seed: int) -> list[np.ndarray]:
                     partial[d.name] = int(s)
     rnd = random_inputs(fn, seed, default_bindings(fn, partial))
     out = []
+    drawn = []
     for i, (n, r) in enumerate(zip(names, rnd)):
         x = given.get(n, given.get(f"arg{i}"))
+        if x is None:
+            drawn.append(n)
         out.append(np.asarray(x) if x is not None else r)
-    bind_symbols(fn, out)
+    if drawn:
+        sys.stderr.write(f"irkit: note: {path} has no {', '.join(drawn)}; drawn at random (seed {seed})\n")
+    try:
+        bind_symbols(fn, out)
+    except ValueError as e:
+        raise InputError(f"{path}: {e}") from None
     return out
 
 
@@ -276,6 +285,7 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed for inputs not given in --inputs")
     p.add_argument("-o", "--output", help="write outputs to this .npz (output0, output1, ...)")
     p.add_argument("--float64", action="store_true", help="run the interpreter as the float64 oracle")
+    p.add_argument("--bind", help="values of symbolic dims for inputs drawn at random, e.g. B=1,S=128")
 
 
 @command("run", "run an IR file on a target (default: the reference interpreter)")
@@ -290,7 +300,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.pipeline:
         run_pipeline(m, args.pipeline)
     fn = m.entry
-    xs = load_inputs(args.inputs, fn, args.seed)
+    from irkit.commands.targets_cmd import checked_bindings
+
+    xs = load_inputs(args.inputs, fn, args.seed, checked_bindings(fn, args.bind))
     if args.target == "reference":
         from irkit.interp import run
 
@@ -299,7 +311,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from irkit.targets.registry import get_target
 
         t = get_target(args.target)
-        outs = t.run(t.lower(m), xs)
+        outs = t.run_module(m, xs)  # lowered for the shapes of these inputs
     for i, o in enumerate(outs):
         print(f"output{i}: {describe_array(o)}")
     if args.output:

@@ -23,8 +23,35 @@ def parse_bindings(text: str | None) -> dict[str, int]:
         k, sep, v = part.partition("=")
         if not sep or not k.strip() or not v.strip().isdigit():
             raise InputError(f"--bind: expected NAME=INT pairs like B=2,S=128, got '{part}'")
+        if int(v) < 1:
+            raise InputError(f"--bind: {k.strip()}={v.strip()}: a dim size must be a positive integer")
         out[k.strip()] = int(v)
     return out
+
+
+def function_symbols(fn: Any) -> list[str]:
+    """The plain symbols of a function's argument shapes, in order of first use."""
+    from irkit.ir.types import SymDim
+
+    seen: list[str] = []
+    for a in fn.args:
+        for d in a.type.shape:
+            if isinstance(d, SymDim):
+                for s in sorted(d.symbols):
+                    if s not in seen:
+                        seen.append(s)
+    return seen
+
+
+def checked_bindings(fn: Any, text: str | None) -> dict[str, int]:
+    """``--bind`` parsed and checked against the symbols ``fn`` has (an unknown name is an error)."""
+    b = parse_bindings(text)
+    known = function_symbols(fn)
+    unknown = [k for k in b if k not in known]
+    if unknown:
+        has = f"its symbolic dims are {', '.join(known)}" if known else "it has no symbolic dims"
+        raise InputError(f"--bind: {', '.join(unknown)} is not a symbolic dim of the function; {has}")
+    return b
 
 
 def _prepare(args: argparse.Namespace) -> Any:
@@ -82,7 +109,7 @@ def cmd_lower(args: argparse.Namespace) -> int:
 
     t = get_target(args.target)  # before a slow import
     _, m = _prepare(args)
-    b = default_bindings(m.entry, parse_bindings(args.bind))
+    b = default_bindings(m.entry, checked_bindings(m.entry, args.bind))
     art = t.lower(m, b)
     d = art.write(args.output)
     atomic_write(d / "module.mlir", Printer(inline_resources=True).module(m))
@@ -313,5 +340,5 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["parse_bindings", "check_targets", "first_bad_op"]
+__all__ = ["parse_bindings", "checked_bindings", "function_symbols", "check_targets", "first_bad_op"]
 

@@ -59,14 +59,40 @@ def test_run_with_inputs(model: Path, tmp_path: Path, capsys) -> None:
     (["opt", "{model}", "-p", "fuse-everything"], "unknown pass 'fuse-everything'"),
     (["run", "{model}", "--inputs", "{model}"], "not a NumPy .npz archive"),
     (["run", "{model}", "--inputs", "{bad_npz}"], "unknown inputs wrong_name"),
+    (["run", "{model}", "--bind", "B=0"], "B=0: a dim size must be a positive integer"),
+    (["run", "{model}", "--bind", "Q=3"], "Q is not a symbolic dim of the function; its symbolic dims are B, S"),
+    (["lower", "{model}", "--target", "reference", "--bind", "T=2", "-o", "{tmp}/out"], "T is not a symbolic dim"),
+    (["opt", "{model}", "-p", "tile-matmul{{target=tpu-v9}}"], "unknown hardware 'tpu-v9'"),
 ])
 def test_user_errors_are_one_line(argv: list[str], msg: str, model: Path, tmp_path: Path, capsys) -> None:
     np.savez(tmp_path / "bad.npz", wrong_name=np.ones(3))
-    argv = [a.format(model=model, bad_npz=tmp_path / "bad.npz") for a in argv]
+    argv = [a.format(model=model, bad_npz=tmp_path / "bad.npz", tmp=tmp_path) for a in argv]
     rc = main(argv)
     err = capsys.readouterr().err
     assert rc == 1
     assert err.count("\n") == 1 and msg in err and "Traceback" not in err
+
+
+def test_run_on_a_target_at_the_inputs_shapes(model: Path, tmp_path: Path, capsys) -> None:
+    """`run --target` lowers for the shapes of the given inputs, not only the example shapes."""
+    ids = np.array([[3, 1, 4]], dtype=np.int64)
+    np.savez(tmp_path / "in.npz", input_ids=ids)
+    assert main(["run", str(model), "--inputs", str(tmp_path / "in.npz"), "--target", "ort", "-o",
+                 str(tmp_path / "ort.npz")]) == 0
+    assert main(["run", str(model), "--inputs", str(tmp_path / "in.npz"), "-o", str(tmp_path / "ref.npz")]) == 0
+    with np.load(tmp_path / "ort.npz") as a, np.load(tmp_path / "ref.npz") as b:
+        assert a["output0"].shape == (1, 3, 128)
+        np.testing.assert_allclose(a["output0"], b["output0"], rtol=1e-4, atol=1e-4)
+    assert main(["run", str(model), "--target", "ort", "--bind", "B=2,S=6"]) == 0
+    assert "output0: float32[2, 6, 128]" in capsys.readouterr().out
+
+
+def test_inputs_drawn_at_random_are_named(model: Path, tmp_path: Path, capsys) -> None:
+    np.savez(tmp_path / "empty.npz")
+    assert main(["run", str(model), "--inputs", str(tmp_path / "empty.npz"), "--bind", "B=1,S=3"]) == 0
+    cap = capsys.readouterr()
+    assert "has no input_ids; drawn at random (seed 0)" in cap.err
+    assert "output0: float32[1, 3, 128]" in cap.out
 
 
 def test_list_passes_and_version(capsys) -> None:
