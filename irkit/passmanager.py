@@ -21,15 +21,17 @@ import dataclasses
 import importlib
 import importlib.util
 import inspect
+import os
 import pkgutil
 import sys
 import time
+import traceback
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, TextIO
 
-from irkit.errors import InputError, NumericsError, PipelineError
+from irkit.errors import InputError, IrkitError, NumericsError, PipelineError
 from irkit.ir.core import Module
 from irkit.ir.verify import VerifyError, verify
 from irkit.rewrite.pattern import NearMiss, RewriteReport
@@ -150,12 +152,23 @@ def register_pass(name: str) -> Callable[[type], type]:
             raise TypeError(f"{cls.__name__} must subclass irkit.passmanager.Pass")
         existing = PASSES.get(name)
         if existing is not None and existing is not cls and existing.__qualname__ != cls.__qualname__:
-            raise ValueError(f"pass '{name}' is already registered by {existing.__module__}.{existing.__qualname__}")
+            raise ValueError(f"pass '{name}' is already registered by {_defined_where(existing)}; "
+                             "pick another name")
         cls.name = name
         PASSES[name] = cls
         return cls
 
     return deco
+
+
+def _defined_where(cls: type) -> str:
+    """Where a pass class comes from, for people: its module, or its file for a plugin."""
+    if cls.__module__.startswith("irkit."):
+        return f"{cls.__module__}.{cls.__qualname__}"
+    try:
+        return f"{cls.__qualname__} in {inspect.getsourcefile(cls)}"
+    except TypeError:
+        return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def load_builtin_passes() -> None:
@@ -191,6 +204,10 @@ def load_pass_plugin(path: str) -> list[str]:
     p = Path(path)
     if not p.is_file():
         raise InputError(f"{path}: pass plugin file not found")
+    # Built-in and installed passes first, so a plugin that reuses one of their names is the
+    # one told so (not the built-in, loaded later).
+    load_builtin_passes()
+    load_entry_point_passes()
     before = set(PASSES)
     mod_name = f"irkit_plugin_{abs(hash(str(p.resolve())))}"
     spec = importlib.util.spec_from_file_location(mod_name, p)
@@ -465,7 +482,7 @@ class PassManager:
                 self._dump(m, f"IR Dump Before {label}")
             self.ctx.current_pass = p.name
             t0 = time.perf_counter()
-            changed = bool(p.run(m, self.ctx))
+            changed = self._run_pass(p, m)
             dt = time.perf_counter() - t0
             self.timings.append(PassTiming(label, dt, changed))
             if self.verify_each:
@@ -478,6 +495,28 @@ class PassManager:
             if self.check_numerics and oracle is not None and inputs is not None:
                 self._check(m, label, oracle, inputs)
         return m
+
+    def _run_pass(self, p: Pass, m: Module) -> bool:
+        """One pass, with ``--check-rewrites`` hooked into every rewrite it makes; a plugin pass
+        that raises is the plugin's error (named with its file and line), not irkit's."""
+        from irkit.rewrite.driver import default_on_rewrite
+
+        hook = None
+        if self.ctx.check_rewrites:
+            from irkit.rewrite.numeric_check import rewrite_checker
+
+            hook = rewrite_checker(self.ctx)
+        try:
+            with default_on_rewrite(hook):
+                return bool(p.run(m, self.ctx))
+        except IrkitError:
+            raise
+        except Exception as e:
+            where = _plugin_frame(type(p), e)
+            if where is None:
+                raise
+            raise PluginError(f"pass '{p.name}' ({where}) raised {type(e).__name__}: {e}; "
+                              "the pass plugin is at fault, not the input") from None
 
     def _check(self, m: Module, label: str, oracle: list, inputs: list) -> None:
         from irkit.check import compare_all, module_tolerance
@@ -523,6 +562,26 @@ class PassManager:
         if len(lines) == 3:
             lines.append("  (no statistics)")
         return "\n".join(lines) + "\n"
+
+
+class PluginError(IrkitError):
+    """A third-party pass failed; names the pass and the plugin's file and line."""
+
+
+def _plugin_frame(cls: type, e: BaseException) -> str | None:
+    """``file:line`` of the deepest frame of ``e`` inside the plugin that defines ``cls``, or
+    None when ``cls`` is one of irkit's own passes (then a failure is irkit's bug)."""
+    if cls.__module__.startswith("irkit."):
+        return None
+    try:
+        src = inspect.getsourcefile(cls)
+    except TypeError:
+        src = None
+    where = None
+    for fs in traceback.extract_tb(e.__traceback__):
+        if src is not None and os.path.abspath(fs.filename) == os.path.abspath(src):
+            where = f"{fs.filename}:{fs.lineno}"
+    return where or (src or cls.__module__)
 
 
 def _output_names(m: Module) -> list[str]:

@@ -10,8 +10,10 @@ pattern that kept firing, never a hang.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from collections import Counter
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 from irkit.errors import IrkitError
 from irkit.ir.core import Function, Graph, Module, Op, gc_paused
@@ -41,6 +43,23 @@ def erasable_op_names() -> frozenset[str]:
     return _ERASABLE[1]
 
 
+_DEFAULT_ON_REWRITE: contextvars.ContextVar[Callable[[Pattern, Op], Callable[[], None] | None] | None] = \
+    contextvars.ContextVar("irkit_default_on_rewrite", default=None)
+"""The hook every :func:`apply_patterns` call uses when its caller passes none: the pass manager
+sets it while a pass runs under ``--check-rewrites``, so every pass's rewrites are checked,
+plugins' included, without a line in the pass."""
+
+
+@contextlib.contextmanager
+def default_on_rewrite(hook: Callable[[Pattern, Op], Callable[[], None] | None] | None) -> Iterator[None]:
+    """Use ``hook`` for every :func:`apply_patterns` call inside the block that passes no hook."""
+    token = _DEFAULT_ON_REWRITE.set(hook)
+    try:
+        yield
+    finally:
+        _DEFAULT_ON_REWRITE.reset(token)
+
+
 def apply_patterns(target: Module | Function | Graph, patterns: Sequence[Pattern], *,
                    report: RewriteReport | None = None, explain: bool = False,
                    max_rewrites: int | None = None, erase_dead: bool = True,
@@ -48,8 +67,11 @@ def apply_patterns(target: Module | Function | Graph, patterns: Sequence[Pattern
     """Apply ``patterns`` greedily to a fixed point; True if anything changed.
 
     ``on_rewrite(pattern, op)`` is called before each rewrite and may return a
-    callback run after it (the numeric per-rewrite check uses this).
+    callback run after it (the numeric per-rewrite check uses this). Without one, the hook
+    installed by :func:`default_on_rewrite` (the pass manager's ``--check-rewrites``) is used.
     """
+    if on_rewrite is None:
+        on_rewrite = _DEFAULT_ON_REWRITE.get()
     graphs: list[Graph]
     if isinstance(target, Module):
         graphs = [f.body for f in target.functions]

@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from irkit.errors import NumericsError, PipelineError
+from irkit.errors import InputError, NumericsError, PipelineError
 from irkit.passmanager import (PASSES, PassContext, PassManager, load_pass_plugin, make_pass, parse_pipeline,
                                pipeline_text)
 from irkit.rewrite import RewriteLimitError
@@ -122,3 +122,109 @@ def test_every_pass_has_docs() -> None:
         assert cls.summary(), f"pass {name} has no docstring"
         assert "before" in cls.description() and "after" in cls.description(), f"pass {name}: no before/after"
         make_pass(name).run(gpt2_style_module(layers=1), PassContext())
+
+
+WRONG_PLUGINS = textwrap.dedent('''
+    from dataclasses import dataclass
+
+    from irkit.ir import DType
+    from irkit.passmanager import Pass, register_pass
+    from irkit.rewrite import Match, Pattern, RewriteReport, apply_patterns
+
+
+    class AddToSub(Pattern):
+        name = "test-add-to-sub"
+        roots = ("ik.add",)
+
+        def match(self, op):
+            return Match()
+
+        def rewrite(self, rw, op, m):
+            rw.replace_op(op, [rw.create(op, "ik.sub", list(op.operands)).results[0]])
+
+
+    class AddToHalf(Pattern):
+        name = "test-add-to-half"
+        roots = ("ik.add",)
+
+        def match(self, op):
+            return Match()
+
+        def rewrite(self, rw, op, m):
+            rw.replace_op(op, [rw.create(op, "ik.cast", [op.operand(0)], {"to": DType.f16}).results[0]])
+
+
+    @register_pass("test-wrong-add")
+    @dataclass(frozen=True)
+    class WrongAdd(Pass):
+        """Rewrites add into sub and never mentions --check-rewrites."""
+
+        def run(self, module, ctx):
+            rep = RewriteReport()
+            changed = apply_patterns(module, [AddToSub()], report=rep)
+            ctx.absorb(rep)
+            return changed
+
+
+    @register_pass("test-wrong-type")
+    @dataclass(frozen=True)
+    class WrongType(Pass):
+        """Replaces an f32 value by an f16 one."""
+
+        def run(self, module, ctx):
+            return apply_patterns(module, [AddToHalf()])
+
+
+    @register_pass("test-raises")
+    @dataclass(frozen=True)
+    class Raises(Pass):
+        """Fails with a KeyError."""
+
+        def run(self, module, ctx):
+            return {}["missing"]
+''')
+
+
+@pytest.fixture(scope="module")
+def wrong_plugin(tmp_path_factory) -> str:
+    f = tmp_path_factory.mktemp("plug") / "wrong_passes.py"
+    f.write_text(WRONG_PLUGINS)
+    load_pass_plugin(str(f))
+    return str(f)
+
+
+def test_check_rewrites_reaches_plugin_passes(wrong_plugin: str) -> None:
+    """The pass manager hooks --check-rewrites into every pass; the plugin adds no line for it."""
+    ctx = PassContext(check_rewrites=True)
+    with pytest.raises(NumericsError, match="pattern 'test-add-to-sub' .* changed the numbers"):
+        PassManager("test-wrong-add", ctx=ctx).run(gpt2_style_module(layers=1))
+    # without the flag the same pass runs (and is wrong): the check is what catches it
+    PassManager("test-wrong-add").run(gpt2_style_module(layers=1))
+
+
+@pytest.mark.parametrize("pipeline,msg", [
+    ("test-raises", r"pass 'test-raises' \(.*wrong_passes.py:\d+\) raised KeyError: 'missing'"),
+    ("test-wrong-type", r"pass 'test-wrong-type' \(.*wrong_passes.py:\d+\) raised ValueError: .*type tensor"),
+])
+def test_plugin_failures_are_the_plugins(wrong_plugin: str, pipeline: str, msg: str) -> None:
+    from irkit.passmanager import PluginError
+
+    with pytest.raises(PluginError, match=msg):
+        PassManager(pipeline).run(gpt2_style_module(layers=1))
+
+
+def test_plugin_reusing_a_builtin_name_is_told(tmp_path) -> None:
+    f = tmp_path / "dup.py"
+    f.write_text(textwrap.dedent('''
+        from dataclasses import dataclass
+        from irkit.passmanager import Pass, register_pass
+
+        @register_pass("cse")
+        @dataclass(frozen=True)
+        class MyCse(Pass):
+            def run(self, module, ctx):
+                return False
+    '''))
+    with pytest.raises(InputError, match=r"dup.py: .*pass 'cse' is already registered by irkit\.passes\.cse\."):
+        load_pass_plugin(str(f))
+    assert PASSES["cse"].__module__ == "irkit.passes.cse"
