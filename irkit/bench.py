@@ -137,16 +137,38 @@ def parse_prices(text: str | None) -> dict[str, float]:
         except tomllib.TOMLDecodeError as e:
             raise InputError(f"{text}: invalid TOML ({e})") from None
         table = data.get("prices", data)
-        return {str(k): float(v) for k, v in table.items() if isinstance(v, (int, float))}
+        bad = [k for k, v in table.items() if not isinstance(v, (int, float)) or isinstance(v, bool)]
+        if bad:
+            raise InputError(f"{text}: prices must be numbers (dollars per hour); not: {', '.join(bad)}")
+        return {str(k): float(v) for k, v in table.items()}
+    from irkit.errors import InputError
+
     out = {}
     for part in text.split(","):
         k, sep, v = part.partition("=")
-        if not sep:
-            from irkit.errors import InputError
-
-            raise InputError(f"--price: expected NAME=DOLLARS_PER_HOUR pairs, got '{part}'")
-        out[k.strip()] = float(v)
+        if not sep or not k.strip():
+            raise InputError(f"--price: expected NAME=DOLLARS_PER_HOUR pairs like tpu-v5e=1.2, got '{part}'")
+        try:
+            out[k.strip()] = float(v)
+        except ValueError:
+            raise InputError(f"--price: {k.strip()}={v.strip()}: the price must be a number of dollars per hour") \
+                from None
+        if not out[k.strip()] > 0:
+            raise InputError(f"--price: {k.strip()}={v.strip()}: the price must be positive")
     return out
+
+
+def check_price_keys(prices: Mapping[str, float], known: Sequence[str]) -> None:
+    """Every price key must name a target or hardware spec in ``known``; a typo is an error with a hint."""
+    import difflib
+
+    from irkit.errors import InputError
+
+    for k in prices:
+        if k not in known:
+            close = difflib.get_close_matches(k, known, n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else f"; known: {', '.join(sorted(known))}"
+            raise InputError(f"--price: '{k}' names no target or hardware spec{hint}")
 
 
 def price_for(target: str, spec: str | None, prices: Mapping[str, float]) -> float | None:
@@ -179,7 +201,7 @@ def break_even(rows: Sequence[BenchRow]) -> list[dict[str, Any]]:
 
 def rows_markdown(rows: Sequence[BenchRow]) -> str:
     head = ("| target | batch | seq | measured? | compile s | latency ms (median) | p90 ms | p99 ms | spread | "
-            "seq/s | GFLOP/s | of roofline | peak live MB | $/1M inf |")
+            "seq/s | GFLOP/s | of roofline | peak live MB | $ per 1M sequences |")
     lines = [head, "|" + "---|" * 14]
     for r in rows:
         def f(x: float | None, scale: float = 1.0, fmt: str = ".3g") -> str:

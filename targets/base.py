@@ -98,6 +98,9 @@ class Artifact:
         from irkit.fileio import atomic_write
 
         d = Path(folder)
+        if d.exists() and not d.is_dir():
+            raise IrkitError(f"{folder}: exists and is a file; an artifact is a folder, give a folder path "
+                             "(a new one, or an existing folder to update)")
         d.mkdir(parents=True, exist_ok=True)
         for name, content in sorted(self.files.items()):
             atomic_write(d / name, content)

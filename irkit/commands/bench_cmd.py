@@ -89,6 +89,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
     base = default_bindings(fn, extra)
     shapes = [(b, s) for b in (batches or [base.get("B", 1)]) for s in (seqs or [base.get("S", 0)])]
     prices = parse_prices(args.price)
+    if prices:
+        from irkit.bench import check_price_keys
+        from irkit.targets.hwspec import list_specs
+        from irkit.targets.registry import TARGETS, load_targets
+
+        load_targets()
+        check_price_keys(prices, sorted(TARGETS) + list_specs())
     rows: list[BenchRow] = []
     points: list[KernelPoint] = []
     peaks: dict[str, tuple[float, float]] = {}
@@ -156,7 +163,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     tab = Table(title="irkit bench" + (" (partial)" if interrupted else ""))
     for c in ("target", "B", "S", "kind", "compile s", "median ms", "p90", "p99", "spread", "seq/s", "GFLOP/s",
-              "of roofline", "$/1M"):
+              "of roofline", "$ per 1M seq"):
         tab.add_column(c)
     for r in rows:
         def f(x: float | None, k: float = 1.0, fmt: str = ".3g") -> str:

@@ -63,6 +63,11 @@ def test_run_with_inputs(model: Path, tmp_path: Path, capsys) -> None:
     (["run", "{model}", "--bind", "Q=3"], "Q is not a symbolic dim of the function; its symbolic dims are B, S"),
     (["lower", "{model}", "--target", "reference", "--bind", "T=2", "-o", "{tmp}/out"], "T is not a symbolic dim"),
     (["opt", "{model}", "-p", "tile-matmul{{target=tpu-v9}}"], "unknown hardware 'tpu-v9'"),
+    (["bench", "{model}", "--targets", "reference", "--price", "reference=abc"],
+     "reference=abc: the price must be a number of dollars per hour"),
+    (["bench", "{model}", "--targets", "reference", "--price", "tpu-v5=1.2"],
+     "'tpu-v5' names no target or hardware spec; did you mean 'tpu-v5p'?"),
+    (["lower", "{model}", "--target", "reference", "-o", "{bad_npz}"], "exists and is a file"),
 ])
 def test_user_errors_are_one_line(argv: list[str], msg: str, model: Path, tmp_path: Path, capsys) -> None:
     np.savez(tmp_path / "bad.npz", wrong_name=np.ones(3))
