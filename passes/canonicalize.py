@@ -43,9 +43,15 @@ def _same_type(a: str, b: str = "__root__") -> Callable[[Op, Match], bool]:
 
 # Exact widening conversions: casting through them loses nothing.
 _WIDENS: dict[DType, set[DType]] = {
-    DType.bool: {DType.i8, DType.i32, DType.i64, DType.f16, DType.bf16, DType.f32, DType.f64},
-    DType.i8: {DType.i32, DType.i64, DType.f16, DType.bf16, DType.f32, DType.f64},
+    DType.bool: {DType.i8, DType.i16, DType.i32, DType.i64, DType.ui8, DType.ui16, DType.ui32, DType.ui64,
+                 DType.f16, DType.bf16, DType.f32, DType.f64},
+    DType.i8: {DType.i16, DType.i32, DType.i64, DType.f16, DType.bf16, DType.f32, DType.f64},
+    DType.ui8: {DType.i16, DType.i32, DType.i64, DType.ui16, DType.ui32, DType.ui64, DType.f16, DType.bf16,
+                DType.f32, DType.f64},
+    DType.i16: {DType.i32, DType.i64, DType.f32, DType.f64},
+    DType.ui16: {DType.i32, DType.i64, DType.ui32, DType.ui64, DType.f32, DType.f64},
     DType.i32: {DType.i64, DType.f64},
+    DType.ui32: {DType.i64, DType.ui64, DType.f64},
     DType.f16: {DType.f32, DType.f64},
     DType.bf16: {DType.f32, DType.f64},
     DType.f32: {DType.f64},
