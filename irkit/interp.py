@@ -190,7 +190,9 @@ class Interpreter:
         # compound dims (B*S), which cannot bind B and S on their own.
         ctx = RefContext(types, shapes, b, lambda g, xs: self._region(g, xs, b), op)
         try:
-            outs = d.ref(ins, d.with_defaults(op.attrs), ctx)
+            # NaN and Inf are values here (IEEE), not errors: no warnings from the kernels.
+            with np.errstate(all="ignore"):
+                outs = d.ref(ins, d.with_defaults(op.attrs), ctx)
         except (IndexError, ValueError, TypeError) as e:
             raise InterpError(f"'{op.name}' at {op.loc.short()}: {e}") from None
         res = []
@@ -312,6 +314,17 @@ def _index_bound(v: Value, depth: int = 0) -> int | None:
             ax = op.attrs.get("axis", 0) % max(data.rank, 1)
             d = data.shape[ax]
             bound = d if isinstance(d, int) else None
+        elif op.name in ("ik.gather_elements", "ik.scatter_elements") and i == 1:
+            data = op.operand(0).type
+            d = data.shape[op.attrs["axis"] % max(data.rank, 1)]
+            bound = d if isinstance(d, int) else None
+        elif op.name in ("ik.gather_nd", "ik.scatter_nd") and i == 1:
+            data, idx = op.operand(0).type, op.operand(1).type
+            k = idx.shape[-1] if idx.rank else None
+            b0 = op.attrs.get("batch_dims", 0)
+            dims = data.shape[b0:b0 + k] if isinstance(k, int) else ()
+            static = [d for d in dims if isinstance(d, int)]
+            bound = min(static) if static and len(static) == len(dims) else None
         elif op.name in ("ik.cast", "ik.reshape", "ik.broadcast", "ik.slice", "ik.transpose"):
             bound = _index_bound(op.results[0], depth + 1)
         elif op.name == "ik.fused":

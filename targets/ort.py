@@ -20,6 +20,7 @@ rounds with ``Cast(to=BFLOAT16)`` and back, which is what the interpreter does
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any, Mapping, Sequence
 
@@ -27,9 +28,11 @@ import numpy as np
 
 from irkit.interp import default_bindings
 from irkit.ir.core import Function, Graph, Module, Op, Value
-from irkit.ir.ops import named_operands
+from irkit.ir.ops import OPS, named_operands
+from irkit.ir.ops_window import conv_attrs, window_attrs
 from irkit.ir.types import DType, TensorType, eval_dim, normalize_axis
-from irkit.targets.base import Artifact, Availability, Kernel, Target, TargetUnavailable, op_ids, provenance
+from irkit.targets.base import (Artifact, Availability, Kernel, LoweringTable, Target, TargetUnavailable, op_ids,
+                                provenance)
 from irkit.targets.registry import register_target
 
 OPSET = 23
@@ -44,12 +47,16 @@ _REDUCE = {"reduce_sum": "ReduceSum", "reduce_mean": "ReduceMean", "reduce_max":
            "reduce_min": "ReduceMin", "reduce_prod": "ReduceProd"}
 
 
-def _onnx_dtype(dt: DType) -> int:
-    from onnx import TensorProto
+_ONNX_DTYPES: dict[str, int] = {"f64": 11, "f32": 1, "f16": 10, "bf16": 16, "i64": 7, "i32": 6, "i16": 5, "i8": 3,
+                                 "ui8": 2, "ui16": 4, "ui32": 12, "ui64": 13, "i1": 9}
+"""ONNX TensorProto element types by IR dtype name (MLIR spelling)."""
 
-    return {DType.f64: TensorProto.DOUBLE, DType.f32: TensorProto.FLOAT, DType.f16: TensorProto.FLOAT16,
-            DType.bf16: TensorProto.BFLOAT16, DType.i64: TensorProto.INT64, DType.i32: TensorProto.INT32,
-            DType.i8: TensorProto.INT8, DType.bool: TensorProto.BOOL}[dt]
+
+def _onnx_dtype(dt: DType) -> int:
+    try:
+        return _ONNX_DTYPES[dt.value]
+    except KeyError:
+        raise TargetUnavailable(f"ort: no ONNX element type for IR dtype {dt}") from None
 
 
 class _Exporter:
@@ -147,114 +154,34 @@ class _Exporter:
         return outs
 
     def _op(self, op: Op) -> list[str]:
-        short = op.name[3:] if op.name.startswith("ik.") else op.name
-        ins = [self.names[id(v)] for v in op.operands]
-        a = op.attrs
-        nd = self.node
-        if short in _UNARY:
-            return nd(_UNARY[short], ins, owner=op)
-        if short == "rsqrt":
-            return nd("Reciprocal", nd("Sqrt", ins, owner=op), owner=op)
-        if short == "silu":
-            return nd("Mul", [ins[0], nd("Sigmoid", ins, owner=op)[0]], owner=op)
-        if short == "gelu":
-            return nd("Gelu", ins, owner=op, approximate=a.get("approximate", "none"))
-        if short in _BINARY:
-            return nd(_BINARY[short], ins, owner=op)
-        if short == "ne":
-            return nd("Not", nd("Equal", ins, owner=op), owner=op)
-        if short == "rem":
-            return nd("Mod", ins, owner=op, fmod=1)
-        if short == "where":
-            if op.results[0].dtype is DType.bool:  # ORT's CPU Where has no bool kernel: select as uint8
-                from onnx import TensorProto
+        rule = ORT_RULES.get(op.name)
+        if rule is None:
+            raise TargetUnavailable(f"ort: no ONNX lowering for '{op.name}' at {op.loc.short()}")
+        return rule(self, op, [self.names[id(v)] for v in op.operands])
 
-                u8 = [nd("Cast", [x], owner=op, to=TensorProto.UINT8)[0] for x in ins[1:]]
-                return nd("Cast", nd("Where", [ins[0], *u8], owner=op), owner=op, to=_onnx_dtype(DType.bool))
-            return nd("Where", ins, owner=op)
-        if short == "cast":  # to bf16: to f32 here, op() rounds
-            return nd("Cast", ins, owner=op, to=_onnx_dtype(DType.f32 if a["to"] is DType.bf16 else a["to"]))
-        if short == "dropout":
-            return nd("Identity", ins, owner=op)
-        if short in _REDUCE:
-            rank = op.operand(0).type.rank
-            axes = [normalize_axis(x, rank) for x in a.get("axes", ())] or list(range(rank))
-            return nd(_REDUCE[short], [ins[0], self.const(np.array(axes, np.int64), "axes")], owner=op,
-                      keepdims=int(a.get("keepdims", False)))
-        if short == "argmax":
-            return nd("ArgMax", ins, owner=op, axis=a["axis"], keepdims=int(a.get("keepdims", False)))
-        if short in ("softmax", "log_softmax"):
-            return nd("Softmax" if short == "softmax" else "LogSoftmax", ins, owner=op, axis=a.get("axis", -1))
-        if short in ("layer_norm", "rms_norm"):
-            n = named_operands(op)
-            x = op.operand(0)
-            ax = normalize_axis(a.get("axis", -1), x.type.rank)
-            norm_shape = self.shape(x.type)[ax:]
-            w = self.names[id(n["weight"])] if n.get("weight") is not None else self.const(
-                np.ones(norm_shape, x.dtype.np), "ones")
-            if short == "rms_norm":
-                return nd("RMSNormalization", [ins[0], w], owner=op, axis=ax, epsilon=float(a.get("eps", 1e-6)))
-            args = [ins[0], w] + ([self.names[id(n["bias"])]] if n.get("bias") is not None else [])
-            return nd("LayerNormalization", args, owner=op, axis=ax, epsilon=float(a.get("eps", 1e-5)))
-        if short == "matmul":
-            return nd("MatMul", ins, owner=op)
-        if short == "contract":
-            return nd("Einsum", ins, owner=op, equation=_einsum_equation(op))
-        if short == "reshape":
-            return nd("Reshape", [ins[0], self.const(np.array(self.shape(op.results[0].type), np.int64), "shape")],
-                      owner=op)
-        if short == "transpose":
-            return nd("Transpose", ins, owner=op, perm=list(a["perm"]))
-        if short == "broadcast":
-            return nd("Expand", [ins[0], self.const(np.array(self.shape(op.results[0].type), np.int64), "shape")],
-                      owner=op)
-        if short == "slice":
-            r = op.operand(0).type.rank
-            st = [eval_dim(x, self.b) for x in a["start"]]
-            lim = [eval_dim(x, self.b) for x in a["limit"]]
-            step = list(a.get("step") or (1,) * r)
-            return nd("Slice", [ins[0], self.const(np.array(st, np.int64)), self.const(np.array(lim, np.int64)),
-                                self.const(np.arange(r, dtype=np.int64)), self.const(np.array(step, np.int64))],
-                      owner=op)
-        if short == "concat":
-            return nd("Concat", ins, owner=op, axis=a["axis"])
-        if short == "split":
-            sizes = [eval_dim(s, self.b) for s in a["sizes"]]
-            return nd("Split", [ins[0], self.const(np.array(sizes, np.int64), "split")], n_out=len(sizes), owner=op,
-                      axis=a["axis"])
-        if short == "gather":
-            return nd("Gather", ins, owner=op, axis=a.get("axis", 0))
-        if short == "iota":
-            shape = self.shape(op.results[0].type)
-            ax = normalize_axis(a.get("axis", 0), len(shape))
-            r = np.arange(shape[ax]).reshape([-1 if i == ax else 1 for i in range(len(shape))])
-            return nd("Identity", [self.const(np.broadcast_to(r, shape).astype(op.results[0].dtype.np), "iota")],
-                      owner=op)
-        if short == "constant":
-            return nd("Identity", [self.const(a["value"].array, "const")], owner=op)
-        if short == "dim_value":
-            value = np.array(eval_dim(a["dim"][0], self.b), op.results[0].dtype.np)
-            return nd("Identity", [self.const(value, "dim")], owner=op)
-        if short == "pad":
-            return nd("Pad", [ins[0], self.const(np.array(a["pads"], np.int64), "pads"),
-                              self.const(np.array(a.get("value", 0.0), op.operand(0).dtype.np), "pad_value")],
-                      owner=op, mode="constant")
-        if short == "conv2d":
-            return nd("Conv", ins, owner=op, strides=list(a.get("strides", (1, 1))), pads=list(a.get("padding", (0,) * 4)),
-                      dilations=list(a.get("dilations", (1, 1))), group=a.get("groups", 1))
-        if short == "attention":
-            return self.attention_op(op, ins)
-        if short == "fused":
-            body = op.regions[0]
-            for arg, name in zip(body.args, ins):
-                self.names[id(arg)] = name
-            outer, self.region_owner = self.region_owner, self.region_owner or op
-            try:
-                self.graph(body)
-            finally:
-                self.region_owner = outer
-            return [self.names[id(v)] for v in body.outputs]
-        raise TargetUnavailable(f"ort: no ONNX lowering for '{op.name}' at {op.loc.short()}")
+    # -- helpers for rules -----------------------------------------------------------------------
+    def refuse(self, op: Op, why: str) -> None:
+        """Refuse one instance of an op: a clear one-line reason naming the op and where it is."""
+        raise TargetUnavailable(f"ort: cannot lower '{op.name}' at {op.loc.short()}: {why}")
+
+    def cast(self, x: str, dt: str, op: Op) -> str:
+        """``x`` cast to IR element type ``dt`` (its MLIR name: f32, i64, ui8, i1 ...)."""
+        return self.node("Cast", [x], owner=op, to=_ONNX_DTYPES[dt])[0]
+
+    def scalar_like(self, v: Value) -> Any:
+        """A maker of scalar constants of ``v``'s graph type: ``c = ex.scalar_like(v); c(0.5)``."""
+        npt = _np_of(_gdt(v))
+        return lambda x: self.const(np.array(x, npt), "k")
+
+    def flip(self, x: str, axes: list[int], op: Op) -> str:
+        """``x`` reversed along ``axes`` (a Slice with step -1)."""
+        if not axes:
+            return self.node("Identity", [x], owner=op)[0]
+        n = len(axes)
+        return self.node("Slice", [x, self.const(np.full(n, -1, np.int64)),
+                                   self.const(np.full(n, np.iinfo(np.int64).min, np.int64)),
+                                   self.const(np.array(axes, np.int64)), self.const(np.full(n, -1, np.int64))],
+                         owner=op)[0]
 
     def attention_op(self, op: Op, ins: list[str]) -> list[str]:
         n = named_operands(op)
@@ -270,7 +197,23 @@ class _Exporter:
                 sk = self.shape(op.operand(1).type)[2]
                 full = self.const(np.array([bq, hq, sq, sk], np.int64), "mask_shape")
                 extra = self.node("Expand", [mask or bias, full], owner=op)  # type: ignore[list-item]
-            return self.node("Attention", ins[:3] + extra, owner=op, scale=scale, is_causal=int(causal))
+            out = self.node("Attention", ins[:3] + extra, owner=op, scale=scale, is_causal=int(causal))
+            if not extra:
+                return out
+            # A row whose keys are all masked (or all biased to -inf) is zeros in the reference
+            # (attention_reference); onnxruntime's Attention gives NaN there.
+            last = self.const(np.array([-1], np.int64))
+            if mask is not None:
+                live = self.node("ReduceMax", [self.node("Cast", extra, owner=op, to=_ONNX_DTYPES["ui8"])[0], last],
+                                 owner=op, keepdims=1)[0]
+                live = self.node("Cast", [live], owner=op, to=_ONNX_DTYPES["i1"])[0]
+            else:
+                top = self.node("ReduceMax", [extra[0], last], owner=op, keepdims=1)[0]
+                dt = op.operand(0).type.dtype
+                neg = self.const(np.array(-np.inf, np.float32 if dt is DType.bf16 else dt.np), "neg_inf")
+                live = self.node("Greater", [top, neg], owner=op)[0]
+            zero = self.const(np.zeros((), np.float32 if op.results[0].dtype is DType.bf16 else op.results[0].dtype.np))
+            return self.node("Where", [live, out[0], zero], owner=op)
         return self.attention_decomposed(op, ins[:3], mask, bias, scale, causal)
 
     def attention_decomposed(self, op: Op, qkv: list[str], mask: str | None, bias: str | None, scale: float,
@@ -304,10 +247,11 @@ class _Exporter:
         if causal:
             tri = self.const(np.tril(np.ones((sq, sk), dtype=bool)), "causal")
             keep = tri if keep is None else nd("And", [keep, tri], owner=op)[0]
-        if keep is None:
+        if keep is None and bias is None:
             return nd("MatMul", [nd("Softmax", [s], owner=op, axis=-1)[0], v], owner=op)
-        neg = self.const(np.array(-np.inf, dt), "neg_inf")
-        s = nd("Where", [keep, s, neg], owner=op)[0]
+        if keep is not None:  # (a bias alone may still put -inf on every key of a row: same guards below)
+            neg = self.const(np.array(-np.inf, dt), "neg_inf")
+            s = nd("Where", [keep, s, neg], owner=op)[0]
         mx = nd("ReduceMax", [s, self.const(np.array([-1], np.int64))], owner=op, keepdims=1)[0]
         zero = self.const(np.array(0, dt), "zero")
         finite = nd("IsInf", [mx], owner=op)[0]
@@ -339,6 +283,858 @@ def _einsum_equation(op: Op) -> str:
     return f"{''.join(lhs)},{''.join(rhs)}->{out}"
 
 
+
+
+# --------------------------------------------------------------------------------------------
+# Lowering rules: ``(exporter, op, input names) -> output names``, one table (ORT_RULES).
+# --------------------------------------------------------------------------------------------
+
+ORT_RULES = LoweringTable("ort")
+
+
+def _attrs(op: Op) -> dict[str, Any]:
+    d = OPS.get(op.name)
+    return d.with_defaults(op.attrs) if d is not None else dict(op.attrs)
+
+
+def _gdt(v: Value) -> str:
+    """The element type a value has *in the ONNX graph* (bf16 travels as f32)."""
+    return "f32" if v.dtype is DType.bf16 else v.dtype.value
+
+
+def _bits(dt: str) -> int:
+    return {"i8": 8, "ui8": 8, "i16": 16, "ui16": 16, "i32": 32, "ui32": 32, "i64": 64, "ui64": 64}[dt]
+
+
+def _unsigned(dt: str) -> str:
+    return dt if dt.startswith("ui") else f"ui{_bits(dt)}"
+
+
+def _np_of(dt: str) -> np.dtype:
+    return np.dtype({"f64": np.float64, "f32": np.float32, "f16": np.float16, "i64": np.int64, "i32": np.int32,
+                     "i16": np.int16, "i8": np.int8, "ui8": np.uint8, "ui16": np.uint16, "ui32": np.uint32,
+                     "ui64": np.uint64, "i1": np.bool_}[dt])
+
+
+def _is_float(dt: str) -> bool:
+    return dt in ("f64", "f32", "f16")
+
+
+def _wide(dt: str) -> str:
+    """A type onnxruntime has kernels for that holds every value of ``dt`` (small ints widen)."""
+    return {"i8": "i32", "ui8": "i32", "i16": "i32", "ui16": "i32", "ui32": "i64"}.get(dt, dt)
+
+
+# -- the ops every Transformer graph has -------------------------------------------------------
+
+@ORT_RULES.rule("ik.rsqrt")
+def _rsqrt(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    return ex.node("Reciprocal", ex.node("Sqrt", ins, owner=op), owner=op)
+
+
+@ORT_RULES.rule("ik.silu")
+def _silu(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    return ex.node("Mul", [ins[0], ex.node("Sigmoid", ins, owner=op)[0]], owner=op)
+
+
+@ORT_RULES.rule("ik.gelu")
+def _gelu(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    return ex.node("Gelu", ins, owner=op, approximate=op.attrs.get("approximate", "none"))
+
+
+_INT_KERNELS: dict[str, tuple[str, ...]] = {
+    "Max": ("i8", "ui8", "i32", "i64", "ui32", "ui64"), "Min": ("i8", "ui8", "i32", "i64", "ui32", "ui64"),
+    "Pow": ("i32", "i64"), "Neg": ("i8", "i16", "i32", "i64"),
+    "MatMul": ("i32", "i64", "ui32", "ui64"), "Pad": ("i8", "ui8", "i32", "i64", "ui32", "ui64"),
+}
+"""Integer types onnxruntime's CPU kernels have, for the ONNX ops that lack some (the rest have all)."""
+
+
+def _int_kernel(ex: _Exporter, op: Op, onnx_op: str, ins: list[str], dt: str, **attrs: Any) -> list[str]:
+    """``onnx_op`` on integer inputs of type ``dt``, through a wider type where onnxruntime has no
+    kernel: the result is cast back, which keeps the bits a wrapping operation gives in ``dt``."""
+    have = _INT_KERNELS.get(onnx_op)
+    if _is_float(dt) or dt == "i1" or have is None or dt in have:
+        return ex.node(onnx_op, ins, owner=op, **attrs)
+    via = "i32" if _bits(dt) <= 16 and "i32" in have else "i64"
+    out = ex.node(onnx_op, [ex.cast(x, via, op) for x in ins], owner=op, **attrs)
+    return [ex.cast(o, dt, op) for o in out]
+
+
+@ORT_RULES.rule(*(f"ik.{n}" for n in _BINARY))
+def _binary(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    return _int_kernel(ex, op, _BINARY[op.name[3:]], ins, _gdt(op.results[0]))
+
+
+@ORT_RULES.rule("ik.ne")
+def _ne(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    return ex.node("Not", ex.node("Equal", ins, owner=op), owner=op)
+
+
+@ORT_RULES.rule("ik.rem")
+def _rem(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    return ex.node("Mod", ins, owner=op, fmod=1)
+
+
+@ORT_RULES.rule("ik.where")
+def _where(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    dt = _gdt(op.results[0])
+    if dt == "i1":  # ORT's CPU Where has no bool kernel: select as uint8
+        u8 = [ex.cast(x, "ui8", op) for x in ins[1:]]
+        return [ex.cast(ex.node("Where", [ins[0], *u8], owner=op)[0], "i1", op)]
+    if dt in ("i16", "ui16", "ui64"):
+        return [_select(ex, op, ins[0], ins[1], ins[2], dt)]
+    return ex.node("Where", ins, owner=op)
+
+
+@ORT_RULES.rule("ik.cast")
+def _cast(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    to: DType = op.attrs["to"]  # to bf16: to f32 here, op() rounds
+    return ex.node("Cast", ins, owner=op, to=_onnx_dtype(DType.f32 if to is DType.bf16 else to))
+
+
+@ORT_RULES.rule("ik.dropout")
+def _dropout(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    return ex.node("Identity", ins, owner=op)
+
+
+@ORT_RULES.rule("ik.softmax", "ik.log_softmax")
+def _softmax(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    return ex.node("Softmax" if op.name == "ik.softmax" else "LogSoftmax", ins, owner=op,
+                   axis=op.attrs.get("axis", -1))
+
+
+@ORT_RULES.rule("ik.layer_norm", "ik.rms_norm")
+def _norm(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    a = op.attrs
+    n = named_operands(op)
+    x = op.operand(0)
+    ax = normalize_axis(a.get("axis", -1), x.type.rank)
+    norm_shape = ex.shape(x.type)[ax:]
+    w = ex.names[id(n["weight"])] if n.get("weight") is not None else ex.const(np.ones(norm_shape, x.dtype.np), "ones")
+    if op.name == "ik.rms_norm":
+        return ex.node("RMSNormalization", [ins[0], w], owner=op, axis=ax, epsilon=float(a.get("eps", 1e-6)))
+    args = [ins[0], w] + ([ex.names[id(n["bias"])]] if n.get("bias") is not None else [])
+    return ex.node("LayerNormalization", args, owner=op, axis=ax, epsilon=float(a.get("eps", 1e-5)))
+
+
+@ORT_RULES.rule("ik.matmul")
+def _matmul(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    return _int_kernel(ex, op, "MatMul", ins, _gdt(op.results[0]))  # i8/i16 products wrap the same via i32/i64
+
+
+@ORT_RULES.rule("ik.contract")
+def _contract(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    return ex.node("Einsum", ins, owner=op, equation=_einsum_equation(op))
+
+
+@ORT_RULES.rule("ik.reshape", "ik.broadcast")
+def _reshape(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    shape = ex.const(np.array(ex.shape(op.results[0].type), np.int64), "shape")
+    return ex.node("Reshape" if op.name == "ik.reshape" else "Expand", [ins[0], shape], owner=op)
+
+
+@ORT_RULES.rule("ik.transpose")
+def _transpose(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    return ex.node("Transpose", ins, owner=op, perm=list(op.attrs["perm"]))
+
+
+@ORT_RULES.rule("ik.slice")
+def _slice(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    a = op.attrs
+    r = op.operand(0).type.rank
+    st = [eval_dim(x, ex.b) for x in a["start"]]
+    lim = [eval_dim(x, ex.b) for x in a["limit"]]
+    step = list(a.get("step") or (1,) * r)
+    return ex.node("Slice", [ins[0], ex.const(np.array(st, np.int64)), ex.const(np.array(lim, np.int64)),
+                             ex.const(np.arange(r, dtype=np.int64)), ex.const(np.array(step, np.int64))], owner=op)
+
+
+@ORT_RULES.rule("ik.concat")
+def _concat(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    return ex.node("Concat", ins, owner=op, axis=op.attrs["axis"])
+
+
+@ORT_RULES.rule("ik.split")
+def _split(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    sizes = [eval_dim(s, ex.b) for s in op.attrs["sizes"]]
+    return ex.node("Split", [ins[0], ex.const(np.array(sizes, np.int64), "split")], n_out=len(sizes), owner=op,
+                   axis=op.attrs["axis"])
+
+
+@ORT_RULES.rule("ik.gather")
+def _gather(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    return ex.node("Gather", ins, owner=op, axis=op.attrs.get("axis", 0))
+
+
+@ORT_RULES.rule("ik.iota")
+def _iota(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    shape = ex.shape(op.results[0].type)
+    ax = normalize_axis(op.attrs.get("axis", 0), len(shape))
+    r = np.arange(shape[ax]).reshape([-1 if i == ax else 1 for i in range(len(shape))])
+    return ex.node("Identity", [ex.const(np.broadcast_to(r, shape).astype(op.results[0].dtype.np), "iota")], owner=op)
+
+
+@ORT_RULES.rule("ik.constant")
+def _constant(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    return ex.node("Identity", [ex.const(op.attrs["value"].array, "const")], owner=op)
+
+
+@ORT_RULES.rule("ik.dim_value")
+def _dim_value(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    value = np.array(eval_dim(op.attrs["dim"][0], ex.b), op.results[0].dtype.np)
+    return ex.node("Identity", [ex.const(value, "dim")], owner=op)
+
+
+@ORT_RULES.rule("ik.pad")
+def _pad(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    a = op.attrs
+    dt = _gdt(op.operand(0))
+    x = ins[0]
+    via = dt if dt not in ("i16", "ui16") else "i32"  # no 16-bit Pad kernel
+    value = np.array(a.get("value", 0.0)).astype(op.operand(0).dtype.np)  # np.pad casts the fill the same way
+    out = ex.node("Pad", [x if via == dt else ex.cast(x, via, op), ex.const(np.array(a["pads"], np.int64), "pads"),
+                          ex.const(value if via == dt else value.astype(_np_of(via)), "pad_value")],
+                  owner=op, mode="constant")
+    return out if via == dt else [ex.cast(out[0], dt, op)]
+
+
+@ORT_RULES.rule("ik.attention")
+def _attention(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    return ex.attention_op(op, ins)
+
+
+@ORT_RULES.rule("ik.fused")
+def _fused(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    body = op.regions[0]
+    for arg, name in zip(body.args, ins):
+        ex.names[id(arg)] = name
+    outer, ex.region_owner = ex.region_owner, ex.region_owner or op
+    try:
+        ex.graph(body)
+    finally:
+        ex.region_owner = outer
+    return [ex.names[id(v)] for v in body.outputs]
+
+
+# -- elementwise ---------------------------------------------------------------------------------
+
+_F32_ONLY = {"tan": "Tan", "asin": "Asin", "acos": "Acos", "atan": "Atan", "sinh": "Sinh", "cosh": "Cosh",
+             "asinh": "Asinh", "acosh": "Acosh", "atanh": "Atanh"}
+"""ONNX ops whose onnxruntime CPU kernels exist for float and float16 only (not double)."""
+
+
+@ORT_RULES.rule(*(f"ik.{n}" for n in _UNARY))
+def _unary(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    short = op.name[3:]
+    dt = _gdt(op.operand(0))
+    if short == "erf" and dt == "f64":
+        ex.refuse(op, "onnxruntime has no double kernel for Erf")
+    if dt.startswith("ui") and short in ("neg", "relu"):  # no unsigned kernels: 0 - x wraps; relu is x
+        if short == "relu":
+            return ex.node("Identity", ins, owner=op)
+        return ex.node("Sub", [ex.const(np.array(0, _np_of(dt))), ins[0]], owner=op)
+    if short == "relu" and not _is_float(dt):  # Relu has few integer kernels; Max(x, 0) is the same
+        return _int_kernel(ex, op, "Max", [ins[0], ex.const(np.array(0, _np_of(dt)))], dt)
+    return _int_kernel(ex, op, _UNARY[short], ins, dt)
+
+
+@ORT_RULES.rule(*(f"ik.{n}" for n in _F32_ONLY))
+def _float32_unary(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    short = op.name[3:]
+    if _gdt(op.operand(0)) != "f64":
+        return ex.node(_F32_ONLY[short], ins, owner=op)
+    # onnxruntime has no double kernel: the identities below keep f64 precision (absolute error ~1 ulp).
+    nd, x = ex.node, ins[0]
+    c = ex.scalar_like(op.operand(0))
+    if short == "tan":
+        return nd("Div", [nd("Sin", [x], owner=op)[0], nd("Cos", [x], owner=op)[0]], owner=op)
+    if short in ("sinh", "cosh"):
+        e, en = nd("Exp", [x], owner=op)[0], nd("Exp", [nd("Neg", [x], owner=op)[0]], owner=op)[0]
+        s = nd("Sub" if short == "sinh" else "Add", [e, en], owner=op)[0]
+        return nd("Mul", [s, c(0.5)], owner=op)
+    if short == "asinh":  # sign(x) * log(|x| + sqrt(x^2 + 1)), no cancellation for negative x
+        ax = nd("Abs", [x], owner=op)[0]
+        r = nd("Sqrt", [nd("Add", [nd("Mul", [ax, ax], owner=op)[0], c(1)], owner=op)[0]], owner=op)[0]
+        lg = nd("Log", [nd("Add", [ax, r], owner=op)[0]], owner=op)[0]
+        return nd("Mul", [nd("Sign", [x], owner=op)[0], lg], owner=op)
+    if short == "acosh":
+        r = nd("Sqrt", [nd("Sub", [nd("Mul", [x, x], owner=op)[0], c(1)], owner=op)[0]], owner=op)[0]
+        return nd("Log", [nd("Add", [x, r], owner=op)[0]], owner=op)
+    if short == "atanh":
+        q = nd("Div", [nd("Add", [c(1), x], owner=op)[0], nd("Sub", [c(1), x], owner=op)[0]], owner=op)[0]
+        return nd("Mul", [nd("Log", [q], owner=op)[0], c(0.5)], owner=op)
+    ex.refuse(op, f"onnxruntime has no double kernel for {_F32_ONLY[short]} (computing it in f32 would lose "
+                  "f64 precision); cast to f32 first")
+    raise AssertionError  # unreachable
+
+
+@ORT_RULES.rule("ik.log1p")
+def _log1p(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    # Kahan: log1p(x) = x * log(u) / (u - 1) with u = 1 + x, exact where u rounds to 1.
+    nd, x, c = ex.node, ins[0], ex.scalar_like(op.operand(0))
+    u = nd("Add", [x, c(1)], owner=op)[0]
+    d = nd("Sub", [u, c(1)], owner=op)[0]
+    q = nd("Div", [nd("Mul", [x, nd("Log", [u], owner=op)[0]], owner=op)[0], d], owner=op)[0]
+    q = nd("Where", [nd("IsInf", [u], owner=op, detect_negative=0)[0], u, q], owner=op)[0]  # log1p(+inf)
+    return nd("Where", [nd("Equal", [d, c(0)], owner=op)[0], x, q], owner=op)
+
+
+@ORT_RULES.rule("ik.expm1")
+def _expm1(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    # Kahan: expm1(x) = (u - 1) * x / log(u) with u = exp(x); exact where u rounds to 1 or underflows.
+    nd, x, c = ex.node, ins[0], ex.scalar_like(op.operand(0))
+    u = nd("Exp", [x], owner=op)[0]
+    um1 = nd("Sub", [u, c(1)], owner=op)[0]
+    q = nd("Div", [nd("Mul", [um1, x], owner=op)[0], nd("Log", [u], owner=op)[0]], owner=op)[0]
+    q = nd("Where", [nd("IsInf", [u], owner=op, detect_negative=0)[0], u, q], owner=op)[0]  # expm1(+inf)
+    q = nd("Where", [nd("Equal", [um1, c(-1)], owner=op)[0], um1, q], owner=op)[0]
+    return nd("Where", [nd("Equal", [u, c(1)], owner=op)[0], x, q], owner=op)
+
+
+@ORT_RULES.rule("ik.round")
+def _round(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    return ex.node("Round", ins, owner=op)  # half to even, as np.round
+
+
+@ORT_RULES.rule("ik.trunc")
+def _trunc(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    nd, x, c = ex.node, ins[0], ex.scalar_like(op.operand(0))
+    return nd("Where", [nd("Less", [x, c(0)], owner=op)[0], nd("Ceil", [x], owner=op)[0], nd("Floor", [x], owner=op)[0]],
+              owner=op)
+
+
+@ORT_RULES.rule("ik.isnan", "ik.isinf", "ik.isfinite")
+def _classify(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    nd = ex.node
+    if op.name == "ik.isnan":
+        return nd("IsNaN", ins, owner=op)
+    if op.name == "ik.isinf":
+        return nd("IsInf", ins, owner=op)
+    bad = nd("Or", [nd("IsNaN", ins, owner=op)[0], nd("IsInf", ins, owner=op)[0]], owner=op)[0]
+    return nd("Not", [bad], owner=op)
+
+
+@ORT_RULES.rule("ik.erfinv", "ik.lgamma", "ik.digamma", "ik.nextafter")
+def _no_onnx_op(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    why = {"ik.nextafter": "ONNX has no nextafter and no bit reinterpretation to build it from",
+           }.get(op.name, f"ONNX has no {op.name[3:]} op and onnxruntime no kernel for it")
+    ex.refuse(op, f"{why}; use the xla-cpu, tvm-llvm or reference target for this model")
+    raise AssertionError  # unreachable
+
+
+@ORT_RULES.rule("ik.atan2")
+def _atan2(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    """atan2 from Atan with the quadrant, signed-zero and infinity cases of C's atan2."""
+    if _gdt(op.operand(0)) == "f64":
+        ex.refuse(op, "onnxruntime has no double kernel for Atan (computing it in f32 would lose f64 precision)")
+    nd, (y, x), c = ex.node, ins, ex.scalar_like(op.operand(0))
+    pi = math.pi
+
+    def neg(v: str) -> str:  # sign bit set: v < 0, or v is -0 (1/v = -inf)
+        lt = nd("Less", [v, c(0)], owner=op)[0]
+        negzero = nd("And", [nd("Equal", [v, c(0)], owner=op)[0],
+                             nd("Less", [nd("Reciprocal", [v], owner=op)[0], c(0)], owner=op)[0]], owner=op)[0]
+        return nd("Or", [lt, negzero], owner=op)[0]
+
+    ysgn = nd("Where", [neg(y), c(-1), c(1)], owner=op)[0]  # copysign(1, y)
+    base = nd("Atan", [nd("Div", [y, x], owner=op)[0]], owner=op)[0]
+    xneg = neg(x)
+    r = nd("Where", [xneg, nd("Add", [base, nd("Mul", [ysgn, c(pi)], owner=op)[0]], owner=op)[0], base], owner=op)[0]
+    # x == 0 (y != 0): ±pi/2; y == 0: ±0 or ±pi by the sign of x
+    xzero = nd("Equal", [x, c(0)], owner=op)[0]
+    r = nd("Where", [xzero, nd("Mul", [ysgn, c(pi / 2)], owner=op)[0], r], owner=op)[0]
+    yzero = nd("Equal", [y, c(0)], owner=op)[0]
+    r = nd("Where", [yzero, nd("Where", [xneg, nd("Mul", [ysgn, c(pi)], owner=op)[0],
+                                         nd("Mul", [ysgn, c(0)], owner=op)[0]], owner=op)[0], r], owner=op)[0]
+    # both infinite: ±pi/4 or ±3pi/4
+    both = nd("And", [nd("IsInf", [y], owner=op)[0], nd("IsInf", [x], owner=op)[0]], owner=op)[0]
+    q = nd("Where", [xneg, c(3 * pi / 4), c(pi / 4)], owner=op)[0]
+    r = nd("Where", [both, nd("Mul", [ysgn, q], owner=op)[0], r], owner=op)[0]
+    nan = nd("Or", [nd("IsNaN", [y], owner=op)[0], nd("IsNaN", [x], owner=op)[0]], owner=op)[0]
+    return nd("Where", [nan, nd("Add", [y, x], owner=op)[0], r], owner=op)
+
+
+@ORT_RULES.rule("ik.bitwise_not", "ik.bitwise_and", "ik.bitwise_or", "ik.bitwise_xor")
+def _bitwise(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    onnx_op = {"ik.bitwise_not": "BitwiseNot", "ik.bitwise_and": "BitwiseAnd", "ik.bitwise_or": "BitwiseOr",
+               "ik.bitwise_xor": "BitwiseXor"}[op.name]
+    return ex.node(onnx_op, ins, owner=op)
+
+
+def _popcount_u(ex: _Exporter, op: Op, x: str, udt: str) -> str:
+    """SWAR population count of an unsigned value (Hacker's Delight 5-1), same type out."""
+    nd, w = ex.node, _bits(udt)
+    t = _np_of(udt)
+
+    def k(v: int) -> str:
+        return ex.const(np.array(v & ((1 << w) - 1), t), "popc")
+
+    def shr(v: str, n: int) -> str:
+        return nd("BitShift", [v, k(n)], owner=op, direction="RIGHT")[0]
+
+    def band(v: str, m: int) -> str:
+        return nd("BitwiseAnd", [v, k(m)], owner=op)[0]
+
+    m1, m2, m4 = (int("55" * 8, 16), int("33" * 8, 16), int("0f" * 8, 16))
+    x = nd("Sub", [x, band(shr(x, 1), m1)], owner=op)[0]
+    x = nd("Add", [band(x, m2), band(shr(x, 2), m2)], owner=op)[0]
+    x = band(nd("Add", [x, shr(x, 4)], owner=op)[0], m4)
+    if w == 8:
+        return x
+    return shr(nd("Mul", [x, k(int("01" * 8, 16))], owner=op)[0], w - 8)
+
+
+@ORT_RULES.rule("ik.popcount", "ik.clz")
+def _popcount_clz(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    nd = ex.node
+    dt = _gdt(op.operand(0))
+    udt = _unsigned(dt)
+    x = ins[0] if dt == udt else ex.cast(ins[0], udt, op)  # same width: ONNX Cast keeps the bits
+    if op.name == "ik.clz":
+        w = _bits(udt)
+        s = 1
+        while s < w:  # smear the highest set bit down; clz = w - popcount
+            x = nd("BitwiseOr", [x, nd("BitShift", [x, ex.const(np.array(s, _np_of(udt)))], owner=op,
+                                      direction="RIGHT")[0]], owner=op)[0]
+            s *= 2
+        r = nd("Sub", [ex.const(np.array(w, _np_of(udt))), _popcount_u(ex, op, x, udt)], owner=op)[0]
+    else:
+        r = _popcount_u(ex, op, x, udt)
+    return [r if dt == udt else ex.cast(r, dt, op)]
+
+
+@ORT_RULES.rule("ik.shift_left", "ik.shift_right_logical", "ik.shift_right_arithmetic")
+def _shift(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    """XLA shifts from ONNX BitShift (unsigned only): signed values shift as their unsigned bits, the
+    amount is read as unsigned, and an amount >= the bit width gives 0 (or the sign fill)."""
+    nd = ex.node
+    dt = _gdt(op.results[0])
+    udt = _unsigned(dt)
+    w = _bits(udt)
+    ut = _np_of(udt)
+    x, n = ins
+    xu = x if dt == udt else ex.cast(x, udt, op)
+    nu = n if dt == udt else ex.cast(n, udt, op)
+    big = nd("GreaterOrEqual", [nu, ex.const(np.array(w, ut))], owner=op)[0]
+    if op.name == "ik.shift_right_arithmetic":
+        if dt == udt:
+            sign = None
+        else:
+            sign = nd("Less", [x, ex.const(np.array(0, _np_of(dt)))], owner=op)[0]
+        amount = _select(ex, op, big, ex.const(np.array(w - 1, ut)), nu, udt)
+        if sign is None:  # an unsigned type: the top bit is the sign, as XLA reads it
+            sign = nd("GreaterOrEqual", [xu, ex.const(np.array(1 << (w - 1), ut))], owner=op)[0]
+        flipped = _select(ex, op, sign, nd("BitwiseNot", [xu], owner=op)[0], xu, udt)
+        r = nd("BitShift", [flipped, amount], owner=op, direction="RIGHT")[0]
+        r = _select(ex, op, sign, nd("BitwiseNot", [r], owner=op)[0], r, udt)
+    else:
+        amount = _select(ex, op, big, ex.const(np.array(0, ut)), nu, udt)
+        r = nd("BitShift", [xu, amount], owner=op, direction="LEFT" if op.name == "ik.shift_left" else "RIGHT")[0]
+        r = _select(ex, op, big, ex.const(np.array(0, ut)), r, udt)
+    return [r if dt == udt else ex.cast(r, dt, op)]
+
+
+def _select(ex: _Exporter, op: Op, cond: str, a: str, b: str, dt: str) -> str:
+    """``Where`` for any integer type: onnxruntime's Where has no 16-bit or u64 kernel, so those go through
+    a type that keeps their bits."""
+    via = {"i16": "i32", "ui16": "i32", "ui64": "i64"}.get(dt)
+    if via is None:
+        return ex.node("Where", [cond, a, b], owner=op)[0]
+    r = ex.node("Where", [cond, ex.cast(a, via, op), ex.cast(b, via, op)], owner=op)[0]
+    return ex.cast(r, dt, op)
+
+
+@ORT_RULES.rule("ik.mod", "ik.floor_div")
+def _floored(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    """Floored remainder / division (sign of the divisor) from ONNX's truncated Mod(fmod=1) and Div."""
+    nd = ex.node
+    dt = _gdt(op.results[0])
+    x, y = ins
+    zero = ex.const(np.array(0, _np_of(dt)))
+    if not _is_float(dt):
+        # An integer division by zero would kill the process (SIGFPE); NumPy gives 0, as the reference does.
+        yz = nd("Equal", [y, zero], owner=op)[0]
+        y = _select(ex, op, yz, ex.const(np.array(1, _np_of(dt))), y, dt)
+    r = nd("Mod", [x, y], owner=op, fmod=1)[0]
+    rnz = nd("Not", [nd("Equal", [r, zero], owner=op)[0]], owner=op)[0]
+    if dt.startswith("ui"):
+        fix = None  # unsigned: truncated and floored agree
+    else:
+        fix = nd("And", [rnz, nd("Xor", [nd("Less", [r, zero], owner=op)[0], nd("Less", [y, zero], owner=op)[0]],
+                                 owner=op)[0]], owner=op)[0]
+    if op.name == "ik.mod":
+        out = r if fix is None else _select_any(ex, op, fix, nd("Add", [r, y], owner=op)[0], r, dt)
+    elif _is_float(dt):
+        # NumPy's floor_divide (npy_divmod), not floor(x / y): (x - fmod(x, y)) / y is exact, then a
+        # step down where the remainder's sign differs from the divisor's; x / 0 stays IEEE.
+        q = nd("Div", [nd("Sub", [x, r], owner=op)[0], y], owner=op)[0]
+        q = nd("Where", [fix, nd("Sub", [q, ex.const(np.array(1, _np_of(dt)))], owner=op)[0], q], owner=op)[0]
+        q = nd("Round", [q], owner=op)[0]
+        out = nd("Where", [nd("Equal", [y, zero], owner=op)[0], nd("Div", [x, y], owner=op)[0], q], owner=op)[0]
+    else:
+        q = nd("Div", [nd("Sub", [x, r], owner=op)[0], y], owner=op)[0]  # exact: x - r is a multiple of y
+        out = q if fix is None else _select_any(
+            ex, op, fix, nd("Sub", [q, ex.const(np.array(1, _np_of(dt)))], owner=op)[0], q, dt)
+    if not _is_float(dt):
+        out = _select_any(ex, op, yz, zero, out, dt)
+    return [out]
+
+
+def _select_any(ex: _Exporter, op: Op, cond: str, a: str, b: str, dt: str) -> str:
+    return ex.node("Where", [cond, a, b], owner=op)[0] if _is_float(dt) else _select(ex, op, cond, a, b, dt)
+
+
+def _ordered(ex: _Exporter, op: Op, x: str, dt: str) -> tuple[str, str]:
+    """``x`` in a type onnxruntime's Max/Min/ArgMax/TopK kernels have, order kept, and that type.
+    ui64 maps to i64 with the top bit flipped (order-preserving, exact); small ints widen."""
+    if dt == "ui64":
+        flip = ex.const(np.array(np.iinfo(np.int64).min, np.int64), "top_bit")
+        return ex.node("BitwiseXor", [ex.cast(x, "i64", op), flip], owner=op)[0], "i64"
+    via = _wide(dt)
+    return (x if via == dt else ex.cast(x, via, op)), via
+
+
+def _unordered(ex: _Exporter, op: Op, y: str, via: str, dt: str) -> str:
+    """The inverse of :func:`_ordered`."""
+    if dt == "ui64":
+        flip = ex.const(np.array(np.iinfo(np.int64).min, np.int64), "top_bit")
+        return ex.cast(ex.node("BitwiseXor", [y, flip], owner=op)[0], dt, op)
+    return y if via == dt else ex.cast(y, dt, op)
+
+
+# -- reductions, scans ---------------------------------------------------------------------------------
+
+_REDUCE_KERNELS = {"ReduceSum": ("f64", "f32", "f16", "i64", "i32"), "ReduceProd": ("f64", "f32", "f16", "i64", "i32"),
+                   "ReduceMean": ("f64", "f32", "f16", "i64", "i32"),
+                   "ReduceMax": ("f64", "f32", "f16", "i64", "i32", "i8", "ui8"),
+                   "ReduceMin": ("f64", "f32", "f16", "i64", "i32", "i8", "ui8")}
+
+
+@ORT_RULES.rule(*(f"ik.{n}" for n in _REDUCE))
+def _reduce(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    a = _attrs(op)
+    short = op.name[3:]
+    onnx_op = _REDUCE[short]
+    dt = _gdt(op.operand(0))
+    rank = op.operand(0).type.rank
+    axes = [normalize_axis(x, rank) for x in a.get("axes", ())] or list(range(rank))
+    keep = int(a.get("keepdims", False))
+    x, via = ins[0], dt
+    if dt not in _REDUCE_KERNELS[onnx_op]:
+        if short == "reduce_mean" and dt == "ui64":
+            ex.refuse(op, "onnxruntime has no ui64 kernel for ReduceMean (i64 would misread values >= 2^63)")
+        if onnx_op in ("ReduceMax", "ReduceMin"):
+            x, via = _ordered(ex, op, x, dt)
+        else:
+            x, via = ex.cast(x, "i64", op), "i64"  # sums and products wrap to the same low bits
+    out = ex.node(onnx_op, [x, ex.const(np.array(axes, np.int64), "axes")], owner=op, keepdims=keep)[0]
+    if onnx_op in ("ReduceMax", "ReduceMin") and _is_float(dt):
+        # onnxruntime's ReduceMax/Min skip NaN; NumPy's (the reference's) propagate it.
+        nan = ex.node("IsNaN", [x], owner=op)[0]
+        anynan = ex.node("ReduceMax", [ex.cast(nan, "ui8", op), ex.const(np.array(axes, np.int64), "axes")],
+                         owner=op, keepdims=keep)[0]
+        anynan = ex.cast(anynan, "i1", op)
+        out = ex.node("Where", [anynan, ex.const(np.array(np.nan, _np_of(dt))), out], owner=op)[0]
+    if via != dt:
+        out = _unordered(ex, op, out, via, dt) if onnx_op in ("ReduceMax", "ReduceMin") else ex.cast(out, dt, op)
+    return [out]
+
+
+_ARG_KERNELS = ("f64", "f32", "f16", "i64", "i32", "i8", "ui8")
+
+
+@ORT_RULES.rule("ik.argmax", "ik.argmin")
+def _argminmax(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    a = _attrs(op)
+    dt = _gdt(op.operand(0))
+    axis = normalize_axis(a["axis"], op.operand(0).type.rank)
+    keep, last = int(a.get("keepdims", False)), int(a.get("select_last_index", False))
+    x = ins[0]
+    if dt not in _ARG_KERNELS:
+        x, _ = _ordered(ex, op, x, dt)
+    onnx_op = "ArgMax" if op.name == "ik.argmax" else "ArgMin"
+    out = ex.node(onnx_op, [x], owner=op, axis=axis, keepdims=keep, select_last_index=last)[0]
+    if _is_float(dt):
+        # onnxruntime skips NaN; NumPy (the reference) returns the first NaN's index (the last with
+        # select_last_index).
+        nan = ex.cast(ex.node("IsNaN", [x], owner=op)[0], "i32", op)
+        at = ex.node("ArgMax", [nan], owner=op, axis=axis, keepdims=keep, select_last_index=last)[0]
+        has = ex.node("ReduceMax", [nan, ex.const(np.array([axis], np.int64))], owner=op, keepdims=keep)[0]
+        out = ex.node("Where", [ex.cast(has, "i1", op), at, out], owner=op)[0]
+    return [out]
+
+
+@ORT_RULES.rule("ik.cumsum", "ik.cumprod", "ik.cummax", "ik.cummin")
+def _scan(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    a = _attrs(op)
+    dt = _gdt(op.operand(0))
+    shape = ex.shape(op.operand(0).type)
+    axis = normalize_axis(a["axis"], len(shape))
+    rev, excl = bool(a.get("reverse", False)), bool(a.get("exclusive", False))
+    x = ins[0]
+    if op.name == "ik.cumsum":
+        via = dt if dt in ("f64", "f32", "f16", "i64", "i32") else "i64"  # ints wrap to the same low bits
+        xs = x if via == dt else ex.cast(x, via, op)
+        r = ex.node("CumSum", [xs, ex.const(np.array(axis, np.int64), "axis")], owner=op, exclusive=int(excl),
+                    reverse=int(rev))[0]
+        return [r if via == dt else ex.cast(r, dt, op)]
+    # No ONNX op: a Hillis-Steele scan, log2(n) steps of (shift by 2^k, combine), in a type with kernels.
+    kind = op.name[len("ik.cum"):]
+    combine = {"prod": "Mul", "max": "Max", "min": "Min"}[kind]
+    if _is_float(dt):
+        y, via = x, dt
+    elif kind == "prod":
+        y, via = (x if dt == "i64" else ex.cast(x, "i64", op)), "i64"  # Mul wraps to the same low bits in i64
+    else:
+        y, via = _ordered(ex, op, x, dt)  # Max/Min need the order
+    npt = _np_of(via)
+    if kind == "prod":
+        ident = np.array(1, npt)
+    elif _is_float(via):
+        ident = np.array(-np.inf if kind == "max" else np.inf, npt)
+    else:  # the extreme of the *ordered* type (ui64's flipped view included)
+        info = np.iinfo(npt if dt == "ui64" else _np_of(dt))
+        ident = np.array(info.min if kind == "max" else info.max, npt)
+    if rev:
+        y = ex.flip(y, [axis], op)
+    n = shape[axis]
+    rank = len(shape)
+
+    def shifted(v: str, s: int) -> str:
+        """``v`` moved s places along the axis, the identity filling the front."""
+        pads = [0] * (2 * rank)
+        pads[axis] = s
+        padded = ex.node("Pad", [v, ex.const(np.array(pads, np.int64), "pads"), ex.const(ident, "ident")],
+                         owner=op, mode="constant")[0]
+        return ex.node("Slice", [padded, ex.const(np.array([0], np.int64)), ex.const(np.array([n], np.int64)),
+                                 ex.const(np.array([axis], np.int64))], owner=op)[0]
+
+    if excl and n > 0:
+        y = shifted(y, 1)
+    s = 1
+    while s < n:
+        y = ex.node(combine, [y, shifted(y, s)], owner=op)[0]
+        s *= 2
+    if rev:
+        y = ex.flip(y, [axis], op)
+    if kind == "prod" or _is_float(dt):
+        return [y if via == dt else ex.cast(y, dt, op)]
+    return [_unordered(ex, op, y, via, dt)]
+
+
+# -- indexing --------------------------------------------------------------------------------------------
+
+
+@ORT_RULES.rule("ik.gather_elements")
+def _gather_elements(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    # ONNX GatherElements wraps negative indices and rejects out-of-range ones, as the reference does.
+    axis = normalize_axis(_attrs(op)["axis"], op.operand(0).type.rank)
+    return ex.node("GatherElements", ins, owner=op, axis=axis)
+
+
+@ORT_RULES.rule("ik.scatter_elements")
+def _scatter_elements(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    a = _attrs(op)
+    axis = normalize_axis(a["axis"], op.operand(0).type.rank)
+    return ex.node("ScatterElements", ins, owner=op, axis=axis, reduction=a.get("reduction", "none"))
+
+
+def _wrap_nd_indices(ex: _Exporter, op: Op, idx: str, idx_v: Value, dims: list[int]) -> str:
+    """Indices of GatherND/ScatterND with negative entries wrapped (index + dim) along the last axis."""
+    it = _gdt(idx_v)
+    idx = idx if it == "i64" else ex.cast(idx, "i64", op)
+    d = ex.const(np.array(dims, np.int64), "dims")
+    neg = ex.node("Less", [idx, ex.const(np.array(0, np.int64))], owner=op)[0]
+    return ex.node("Where", [neg, ex.node("Add", [idx, d], owner=op)[0], idx], owner=op)[0]
+
+
+@ORT_RULES.rule("ik.gather_nd")
+def _gather_nd(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    b = int(_attrs(op).get("batch_dims", 0))
+    dshape = ex.shape(op.operand(0).type)
+    k = ex.shape(op.operand(1).type)[-1]
+    idx = _wrap_nd_indices(ex, op, ins[1], op.operand(1), dshape[b:b + k])
+    return ex.node("GatherND", [ins[0], idx], owner=op, batch_dims=b)
+
+
+@ORT_RULES.rule("ik.scatter_nd")
+def _scatter_nd(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    dshape = ex.shape(op.operand(0).type)
+    k = ex.shape(op.operand(1).type)[-1]
+    idx = _wrap_nd_indices(ex, op, ins[1], op.operand(1), dshape[:k])
+    return ex.node("ScatterND", [ins[0], idx, ins[2]], owner=op, reduction=_attrs(op).get("reduction", "none"))
+
+
+def _clamped_starts(ex: _Exporter, op: Op, starts: str, starts_v: Value, dims: list[int], sizes: list[int]) -> str:
+    """XLA's dynamic-slice starts: each clamped to [0, dim - size], as i64."""
+    st = starts if _gdt(starts_v) == "i64" else ex.cast(starts, "i64", op)
+    hi = ex.const(np.array([d - s for d, s in zip(dims, sizes)], np.int64), "hi")
+    st = ex.node("Min", [st, hi], owner=op)[0]
+    return ex.node("Max", [st, ex.const(np.array(0, np.int64))], owner=op)[0]
+
+
+@ORT_RULES.rule("ik.dynamic_slice")
+def _dynamic_slice(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    dims = ex.shape(op.operand(0).type)
+    sizes = [eval_dim(s, ex.b) for s in _attrs(op)["sizes"]]
+    st = _clamped_starts(ex, op, ins[1], op.operand(1), dims, sizes)
+    end = ex.node("Add", [st, ex.const(np.array(sizes, np.int64), "sizes")], owner=op)[0]
+    return ex.node("Slice", [ins[0], st, end, ex.const(np.arange(len(dims), dtype=np.int64))], owner=op)
+
+
+@ORT_RULES.rule("ik.dynamic_update_slice")
+def _dynamic_update_slice(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    dims = ex.shape(op.operand(0).type)
+    ushape = ex.shape(op.operand(1).type)
+    st = _clamped_starts(ex, op, ins[2], op.operand(2), dims, ushape)
+    # ScatterND at start + every index of the update (the grid is a constant; the start is not)
+    grid = np.stack(np.meshgrid(*[np.arange(u, dtype=np.int64) for u in ushape], indexing="ij"), axis=-1)
+    idx = ex.node("Add", [ex.const(grid.reshape(*ushape, len(ushape)), "grid"), st], owner=op)[0]
+    return ex.node("ScatterND", [ins[0], idx, ins[1]], owner=op)
+
+
+@ORT_RULES.rule("ik.reverse")
+def _reverse(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    rank = op.operand(0).type.rank
+    axes = sorted({normalize_axis(x, rank) for x in _attrs(op)["axes"]})
+    return [ex.flip(ins[0], axes, op)]
+
+
+# -- sorting ---------------------------------------------------------------------------------------------
+
+_TOPK_KERNELS = ("f64", "f32", "i64", "i32")
+
+
+@ORT_RULES.rule("ik.sort", "ik.topk")
+def _sort_topk(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    """Stable sort / top-k from TopK, whose ties take the lower index first (the ONNX rule).
+
+    onnxruntime's TopK orders NaN as the largest value, the reference's order (NaN last ascending,
+    first descending, and first for largest-k); half types sort as f32 (exact), small ints as i32.
+    """
+    a = _attrs(op)
+    shape = ex.shape(op.operand(0).type)
+    axis = normalize_axis(a.get("axis", -1), len(shape))
+    if op.name == "ik.sort":
+        k, largest = shape[axis], bool(a.get("descending", False))
+    else:
+        k, largest = int(a["k"]), bool(a.get("largest", True))
+    dt = _gdt(op.operand(0))
+    x = ins[0]
+    if dt in _TOPK_KERNELS:
+        xs, via = x, dt
+    elif dt in ("f16", "i1"):
+        via = "f32" if dt == "f16" else "i32"
+        xs = ex.cast(x, via, op)
+    else:
+        xs, via = _ordered(ex, op, x, dt)
+    kk = ex.const(np.array([k], np.int64), "k")
+    vals, idx = ex.node("TopK", [xs, kk], n_out=2, owner=op, axis=axis, largest=int(largest), sorted=1)
+    return [ex.node("GatherElements", [x, idx], owner=op, axis=axis)[0] if via != dt else vals, idx]
+
+
+# -- windows and convolution -----------------------------------------------------------------------------
+
+_WINDOW_TERMS = 256
+"""Most window positions ``reduce_window`` unrolls into strided slices."""
+
+
+@ORT_RULES.rule("ik.reduce_window")
+def _reduce_window(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    """Pad with the kind's identity, then combine one strided Slice per window position."""
+    a = _attrs(op)
+    shape = ex.shape(op.operand(0).type)
+    out = ex.shape(op.results[0].type)
+    r = len(shape)
+    win, strides, pads, dil = (list(v) for v in window_attrs(a, r))
+    kind = a["kind"]
+    terms = int(np.prod(win)) if win else 1
+    if terms > _WINDOW_TERMS:
+        ex.refuse(op, f"window of {terms} positions is more than the {_WINDOW_TERMS} this lowering unrolls")
+    dt = _gdt(op.operand(0))
+    combine = {"sum": "Add", "max": "Max", "min": "Min"}[kind]
+    if _is_float(dt):
+        x, via = ins[0], dt
+    elif kind == "sum":
+        x, via = (ins[0] if dt == "i64" else ex.cast(ins[0], "i64", op)), "i64"  # wraps to the same low bits
+    else:
+        x, via = _ordered(ex, op, ins[0], dt)
+    npt = _np_of(via)
+    if kind == "sum":
+        ident = np.array(0, npt)
+    elif _is_float(via):
+        ident = np.array(-np.inf if kind == "max" else np.inf, npt)
+    else:
+        info = np.iinfo(npt if dt == "ui64" else _np_of(dt))
+        ident = np.array(info.min if kind == "max" else info.max, npt)
+    if any(pads):
+        x = ex.node("Pad", [x, ex.const(np.array(pads, np.int64), "pads"), ex.const(ident, "ident")], owner=op,
+                    mode="constant")[0]
+    acc = None
+    for pos in np.ndindex(*win):
+        st = [p * d for p, d in zip(pos, dil)]
+        en = [s + (o - 1) * k + 1 for s, o, k in zip(st, out, strides)]
+        sl = ex.node("Slice", [x, ex.const(np.array(st, np.int64)), ex.const(np.array(en, np.int64)),
+                               ex.const(np.arange(r, dtype=np.int64)), ex.const(np.array(strides, np.int64))],
+                     owner=op)[0]
+        acc = sl if acc is None else ex.node(combine, [acc, sl], owner=op)[0]
+    assert acc is not None
+    if kind == "sum" or _is_float(dt):
+        return [acc if via == dt else ex.cast(acc, dt, op)]
+    return [_unordered(ex, op, acc, via, dt)]
+
+
+@ORT_RULES.rule("ik.conv2d", "ik.conv")
+def _conv(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    """ONNX Conv; input (lhs) dilation first spreads the input with zeros (Unsqueeze, Pad, Reshape),
+    negative padding crops it. onnxruntime's Conv is float32/float16 only: integer ``conv2d`` runs in
+    float32, as its reference does; integer ``conv`` (exact i64 in the reference) and f64 are refused."""
+    a = _attrs(op)
+    dt = _gdt(op.operand(0))
+    xshape = ex.shape(op.operand(0).type)
+    ns = len(xshape) - 2
+    if op.name == "ik.conv":
+        st, pd, dl, ld, _ = conv_attrs(a, ns)
+        strides, padding, dil, lhs_dil = list(st), list(pd), list(dl), list(ld)
+    else:
+        strides, padding, dil, lhs_dil = list(a["strides"]), list(a["padding"]), list(a["dilations"]), [1] * ns
+    if dt == "f64":
+        ex.refuse(op, "onnxruntime has no double kernel for Conv (float32 would lose f64 precision)")
+    if op.name == "ik.conv" and not _is_float(dt):
+        ex.refuse(op, f"the reference accumulates {dt} convolutions exactly in i64; onnxruntime's Conv is "
+                      "float-only (ConvInteger covers only 8-bit inputs with i32 sums)")
+    nd = ex.node
+    args = list(ins)
+    if not _is_float(dt):
+        args = [ex.cast(v, "f32", op) for v in args]
+    x = args[0]
+    shape = list(xshape)
+    for i, d in enumerate(lhs_dil):
+        if d == 1:
+            continue
+        ax = 2 + i
+        n = shape[ax]
+        x = nd("Unsqueeze", [x, ex.const(np.array([ax + 1], np.int64))], owner=op)[0]
+        p = [0] * (2 * (len(shape) + 1))
+        p[len(shape) + 1 + ax + 1] = d - 1
+        x = nd("Pad", [x, ex.const(np.array(p, np.int64), "pads")], owner=op, mode="constant")[0]
+        spread = shape[:ax] + [n * d] + shape[ax + 1:]
+        x = nd("Reshape", [x, ex.const(np.array(spread, np.int64), "shape")], owner=op)[0]
+        shape[ax] = (n - 1) * d + 1 if n else 0
+        x = nd("Slice", [x, ex.const(np.array([0], np.int64)), ex.const(np.array([shape[ax]], np.int64)),
+                         ex.const(np.array([ax], np.int64))], owner=op)[0]
+    if any(p < 0 for p in padding):  # crop what negative padding removes, pad the rest in Conv
+        st = [max(0, -padding[i]) for i in range(ns)]
+        en = [shape[2 + i] - max(0, -padding[ns + i]) for i in range(ns)]
+        x = nd("Slice", [x, ex.const(np.array(st, np.int64)), ex.const(np.array(en, np.int64)),
+                         ex.const(np.arange(2, 2 + ns, dtype=np.int64))], owner=op)[0]
+        padding = [max(0, p) for p in padding]
+    y = nd("Conv", [x, *args[1:]], owner=op, strides=strides, pads=padding, dilations=dil,
+           group=int(a.get("groups", 1)))[0]
+    return [y if _is_float(dt) else ex.cast(y, dt, op)]
+
+
 def export_onnx(module: Module, bindings: Mapping[str, int] | None = None, attention: str = "onnx") -> tuple[Any, dict[str, Op]]:
     """The ONNX ModelProto of ``module``'s entry function, and node name -> IR op."""
     fn = module.entry
@@ -354,6 +1150,7 @@ class OrtTarget(Target):
 
     summary = "ONNX export (opset 23, checker-clean) run by onnxruntime, all graph optimisations on"
     spec = "host-cpu"
+    lowering_table = ORT_RULES
 
     def __init__(self, attention: str = "onnx", threads: int = 0):
         self.attention = attention
@@ -439,4 +1236,4 @@ class OrtTarget(Target):
                         runner, profiler)
 
 
-__all__ = ["export_onnx", "OrtTarget", "OPSET"]
+__all__ = ["export_onnx", "OrtTarget", "OPSET", "ORT_RULES"]

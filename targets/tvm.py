@@ -21,20 +21,43 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
+from irkit.targets.base import (
+    Artifact,
+    Availability,
+    Kernel,
+    LoweringTable,
+    Target,
+    TargetUnavailable,
+    op_ids,
+    provenance,
+)
+from irkit.targets.registry import register_target
 
 from irkit.interp import default_bindings
 from irkit.ir.core import Module, Op, Value
 from irkit.ir.ops import named_operands
 from irkit.ir.types import DType, eval_dim, normalize_axis
-from irkit.targets.base import Artifact, Availability, Kernel, Target, TargetUnavailable, op_ids, provenance
-from irkit.targets.registry import register_target
 
 _TVM_DTYPE = {DType.f64: "float64", DType.f32: "float32", DType.f16: "float16", DType.bf16: "bfloat16",
-              DType.i64: "int64", DType.i32: "int32", DType.i8: "int8", DType.bool: "bool"}
+              DType.i64: "int64", DType.i32: "int32", DType.i16: "int16", DType.i8: "int8",
+              DType.ui64: "uint64", DType.ui32: "uint32", DType.ui16: "uint16", DType.ui8: "uint8",
+              DType.bool: "bool"}
 
+
+def _tvm_dtype(op: Op, dt: DType) -> str:
+    """TVM's name of ``dt``, or a refusal naming the op (a dtype TVM has no type for)."""
+    try:
+        return _TVM_DTYPE[dt]
+    except KeyError:
+        raise TargetUnavailable(f"tvm: '{op.name}' at {op.loc.short()}: dtype {dt} has no TVM type") from None
+
+
+_STRUCTURAL = frozenset({"func.return", "ik.yield"})
+"""Ops the lowerer handles as structure (function and region ends), not through a rule."""
 
 _OPAQUE = 8
 """``relax.OpPatternKind.kOpaque``: FuseOps never groups a function with this ``op_pattern``."""
@@ -98,28 +121,32 @@ class _Lowerer:
 
     # -- ops ---------------------------------------------------------------------
     def lower_op(self, op: Op) -> None:
-        if op.name == "ik.fused" and self.try_epilogue(op):
+        """Lower one op through its rule in :data:`TVM_RULES` and bind its results."""
+        rule = TVM_RULES.get(op.name)
+        if rule is None:
+            raise TargetUnavailable(f"tvm: no lowering rule for '{op.name}' at {op.loc.short()}")
+        outs = rule(self, op, [self.env[id(v)] for v in op.operands])
+        if outs is None:  # the rule bound the results itself (a scheduled kernel, a fused region)
             return
-        if op.name == "ik.fused":
-            body = op.regions[0]
-            for a, v in zip(body.args, op.operands):
-                self.env[id(a)] = self.env[id(v)]
-            for inner in body:
-                if inner.name == "ik.yield":
-                    for r, y in zip(op.results, inner.operands):
-                        self.env[id(r)] = self.env[id(y)]
-                    break
-                self.lower_op(inner)
-            return
-        if op.name == "ik.matmul" and self.try_matmul(op):
-            return
-        if op.name == "ik.attention" and self.try_attention(op):
-            return
-        if op.name in ("ik.layer_norm", "ik.rms_norm", "ik.softmax") and self.try_row_kernel(op):
-            return
-        outs = self.emit_te(op)
         for r, o in zip(op.results, outs):
             self.env[id(r)] = o
+
+    def emit(self, op: Op, f: Any, *args: Any, **kw: Any) -> Any:
+        """``f(*args)`` (a TE/TOPI computation) as a Relax call named after ``op``."""
+        hint = self.kname(op)
+        var = self.bb.emit_te(f, *args, primfunc_name_hint=hint, **kw)
+        call = self.bb.lookup_binding(var)
+        if call is not None and call.args and hasattr(call.args[0], "name_hint"):
+            self.function.setdefault(hint, call.args[0].name_hint)
+        return var
+
+    @property
+    def gpu(self) -> bool:
+        return self.target.kind.name == "cuda"
+
+    def refuse(self, op: Op, why: str) -> TargetUnavailable:
+        """The error for one instance of an op this target has a rule for but cannot lower."""
+        return TargetUnavailable(f"tvm-{self.target.kind.name}: '{op.name}' at {op.loc.short()}: {why}")
 
     def call_kernel(self, kernel: Any, args: list[Any], op: Op, ops: list[Op]) -> Any:
         relax = self.relax
@@ -279,180 +306,6 @@ class _Lowerer:
         self.env[id(op.results[0])] = self.call_kernel(kern, args, op, [op])
         return True
 
-    def emit_te(self, op: Op) -> list[Any]:
-        topi = self.topi
-        relax = self.relax
-        a = op.attrs
-        ins = [self.env[id(v)] for v in op.operands]
-        name = op.name[3:]
-        out_t = op.results[0].type if op.results else None
-        hint = self.kname(op)
-
-        def emit(f: Any, *args: Any, **kw: Any) -> Any:
-            var = self.bb.emit_te(f, *args, primfunc_name_hint=hint, **kw)
-            call = self.bb.lookup_binding(var)
-            if call is not None and call.args and hasattr(call.args[0], "name_hint"):
-                self.function.setdefault(hint, call.args[0].name_hint)
-            return var
-
-        if name == "constant":
-            d = a["value"]
-            arr = np.ascontiguousarray(d.array)
-            return [self.bb.emit(relax.const(arr, _TVM_DTYPE[d.dtype]))]
-        if name == "dim_value":
-            value = np.array(eval_dim(a["dim"][0], self.b), out_t.dtype.np)  # type: ignore[union-attr]
-            return [self.bb.emit(relax.const(value, _TVM_DTYPE[out_t.dtype]))]  # type: ignore[union-attr]
-        if name == "iota":
-            shape = self.shape(op.results[0])
-            ax = normalize_axis(a.get("axis", 0), len(shape))
-            r = np.arange(shape[ax]).reshape([-1 if i == ax else 1 for i in range(len(shape))])
-            arr = np.broadcast_to(r, shape).astype(out_t.dtype.np)  # type: ignore[union-attr]
-            return [self.bb.emit(relax.const(np.ascontiguousarray(arr), _TVM_DTYPE[out_t.dtype]))]  # type: ignore[union-attr]
-        unary = {"neg": topi.negative, "abs": topi.abs, "exp": topi.exp, "log": topi.log, "sqrt": topi.sqrt,
-                 "rsqrt": topi.rsqrt, "tanh": topi.tanh, "erf": topi.erf, "sigmoid": topi.sigmoid, "sin": topi.sin,
-                 "cos": topi.cos, "floor": topi.floor, "ceil": topi.ceil, "sign": topi.sign,
-                 "not": topi.logical_not}
-        if name in ("tanh", "erf", "exp", "sigmoid"):
-            # the polynomial forms of the kernel library: TOPI's are one scalar libm call per element
-            return [emit(lambda x: _te_unary(topi, name, x), ins[0])]
-        if name in unary:
-            return [emit(unary[name], ins[0])]
-        if name == "reciprocal":
-            return [emit(lambda x: topi.divide(self.tvm.tirx.const(1.0, x.dtype), x), ins[0])]
-        if name == "relu":
-            return [emit(topi.nn.relu, ins[0])]
-        if name == "silu":
-            return [emit(lambda x: topi.multiply(x, topi.sigmoid(x)), ins[0])]
-        if name == "gelu":
-            if a.get("approximate") == "tanh":
-                def gelu(x: Any) -> Any:
-                    c = self.tvm.tirx.const(math.sqrt(2.0 / math.pi), x.dtype)
-                    k3 = self.tvm.tirx.const(0.044715, x.dtype)
-                    inner = topi.multiply(c, topi.add(x, topi.multiply(k3, topi.multiply(x, topi.multiply(x, x)))))
-                    return topi.multiply(topi.multiply(self.tvm.tirx.const(0.5, x.dtype), x),
-                                         topi.add(self.tvm.tirx.const(1.0, x.dtype), _te_unary(topi, "tanh", inner)))
-            else:
-                def gelu(x: Any) -> Any:
-                    half = self.tvm.tirx.const(0.5, x.dtype)
-                    return topi.multiply(topi.multiply(half, x), topi.add(self.tvm.tirx.const(1.0, x.dtype),
-                                         _te_unary(topi, "erf", topi.multiply(x, self.tvm.tirx.const(1 / math.sqrt(2), x.dtype)))))
-            return [emit(gelu, ins[0])]
-        binary = {"add": topi.add, "sub": topi.subtract, "mul": topi.multiply, "div": topi.divide,
-                  "pow": topi.power, "max": topi.maximum, "min": topi.minimum, "eq": topi.equal,
-                  "ne": topi.not_equal, "lt": topi.less, "le": topi.less_equal, "gt": topi.greater,
-                  "ge": topi.greater_equal, "and": topi.logical_and, "or": topi.logical_or,
-                  "xor": topi.logical_xor}
-        if name == "pow" and out_t is not None and out_t.dtype.is_float:
-            e = _scalar_constant(op.operand(1))
-            if e in (1.0, 2.0, 3.0):  # x*x*x instead of a libm powf per element
-                def ipow(x: Any, _y: Any) -> Any:
-                    y = x
-                    for _ in range(int(e) - 1):
-                        y = topi.multiply(y, x)
-                    return topi.broadcast_to(y, self.shape(op.results[0]))
-                return [emit(ipow, *ins)]
-        if name in binary:
-            if name == "div" and op.results[0].dtype.is_int:
-                return [emit(topi.trunc_divide, *ins)]
-            return [emit(binary[name], *ins)]
-        if name == "rem":
-            return [emit(topi.mod, *ins)]  # truncated, like np.fmod (topi.floor_mod is Python's %)
-        if name == "where":
-            return [emit(topi.where, *ins)]
-        if name == "cast":
-            to = _TVM_DTYPE[a["to"]]
-            if a["to"].is_bool:
-                return [emit(lambda x: topi.not_equal(x, self.tvm.tirx.const(0, x.dtype)), ins[0])]
-            return [emit(lambda x: topi.cast(x, to), ins[0])]
-        if name == "dropout":
-            return [ins[0]]
-        if name.startswith("reduce_"):
-            rank = op.operand(0).type.rank
-            axes = [normalize_axis(x, rank) for x in a.get("axes", ())] or list(range(rank))
-            keep = bool(a.get("keepdims", False))
-            fn = {"reduce_sum": topi.sum, "reduce_max": topi.max, "reduce_min": topi.min,
-                  "reduce_prod": topi.prod, "reduce_mean": topi.sum}[name]
-            if name == "reduce_mean":
-                n = int(np.prod([self.shape(op.operand(0))[i] for i in axes]))
-                return [emit(lambda x: topi.divide(fn(x, axis=axes, keepdims=keep),
-                                                   self.tvm.tirx.const(n, x.dtype)), ins[0])]
-            return [emit(lambda x: fn(x, axis=axes, keepdims=keep), ins[0])]
-        if name == "argmax":
-            return [emit(lambda x: topi.cast(topi.argmax(x, axis=a["axis"], keepdims=bool(a.get("keepdims", False))),
-                                             "int64"), ins[0])]
-        if name == "softmax":
-            return [emit(lambda x: topi.nn.softmax(x, axis=a.get("axis", -1)), ins[0])]
-        if name == "log_softmax":
-            return [emit(lambda x: topi.nn.log_softmax(x, axis=a.get("axis", -1)), ins[0])]
-        if name in ("layer_norm", "rms_norm"):
-            return [emit(self._norm_fn(op), *ins)]
-        if name == "matmul":
-            return [emit(self._generic_matmul, *ins)]
-        if name == "contract":
-            return [emit(lambda x, y: topi.einsum(_einsum(op), x, y), *ins)]
-        if name == "reshape":
-            # A Relax reshape, not a TOPI copy: standalone, the VM makes it a view of the same buffer
-            # (RewriteDataflowReshape); a chain of them is one reshape of the chain's source, so two
-            # in a row never fuse into a copy kernel.
-            src = self.reshape_source.get(id(ins[0]), ins[0])
-            out = self.bb.emit(relax.op.reshape(src, self.shape(op.results[0])))
-            self.reshape_source[id(out)] = src
-            return [out]
-        if name == "transpose":
-            return [emit(lambda x: topi.transpose(x, list(a["perm"])), ins[0])]
-        if name == "broadcast":
-            return [emit(lambda x: topi.broadcast_to(x, self.shape(op.results[0])), ins[0])]
-        if name == "slice":
-            r = op.operand(0).type.rank
-            st = [eval_dim(x, self.b) for x in a["start"]]
-            lim = [eval_dim(x, self.b) for x in a["limit"]]
-            step = list(a.get("step") or (1,) * r)
-            return [emit(lambda x: topi.strided_slice(x, st, lim, step), ins[0])]
-        if name == "concat":
-            return [emit(lambda *xs: topi.concatenate(xs, axis=a["axis"]), *ins)]
-        if name == "split":
-            sizes = [eval_dim(s, self.b) for s in a["sizes"]]
-            ax = normalize_axis(a["axis"], op.operand(0).type.rank)
-            outs = []
-            start = 0
-            r = op.operand(0).type.rank
-            full = self.shape(op.operand(0))
-            for s in sizes:
-                b0 = [0] * r
-                e0 = list(full)
-                b0[ax], e0[ax] = start, start + s
-                outs.append(emit(lambda x, b0=b0, e0=e0: topi.strided_slice(x, b0, e0, [1] * r), ins[0]))
-                start += s
-            return outs
-        if name == "gather":
-            out_shape = self.shape(op.results[0])
-
-            def gather(d: Any, i: Any) -> Any:
-                y = topi.take(d, i, axis=a.get("axis", 0), mode="clip")
-                # a rank-0 index drops the axis; TOPI keeps it as an extent-1 dim
-                return y if len(y.shape) == len(out_shape) else topi.reshape(y, out_shape)
-            return [emit(gather, *ins)]
-        if name == "pad":
-            r = op.operand(0).type.rank
-            p = a["pads"]
-            return [emit(lambda x: topi.nn.pad(x, list(p[:r]), list(p[r:]), pad_value=a.get("value", 0.0)), ins[0])]
-        if name == "conv2d":
-            pads = list(a.get("padding", (0, 0, 0, 0)))
-
-            def conv(x: Any, w: Any, *bias: Any) -> Any:
-                y = topi.nn.conv2d(x, w, list(a.get("strides", (1, 1))), pads, list(a.get("dilations", (1, 1))),
-                                   data_layout="NCHW", kernel_layout="OIHW", out_dtype=x.dtype) \
-                    if a.get("groups", 1) == 1 else topi.nn.group_conv2d_nchw(
-                        x, w, list(a.get("strides", (1, 1))), pads, list(a.get("dilations", (1, 1))),
-                        a.get("groups", 1), out_dtype=x.dtype)
-                if bias:
-                    y = topi.add(y, topi.reshape(bias[0], (1, int(bias[0].shape[0]), 1, 1)))
-                return y
-            return [emit(conv, *ins)]
-        if name == "attention":
-            return [emit(self._attention_te(op), *ins)]
-        raise TargetUnavailable(f"tvm: no lowering for '{op.name}' at {op.loc.short()}")
-
     def _generic_matmul(self, x: Any, y: Any) -> Any:
         """A TE batched matmul with broadcasting (used for f64 and int matmuls only)."""
         te = self.tvm.te
@@ -484,7 +337,7 @@ class _Lowerer:
         def norm(x: Any, *wb: Any) -> Any:
             dt = x.dtype
             xf = topi.cast(x, "float32") if dt in ("float16", "bfloat16") else x
-            c = lambda v: self.tvm.tirx.const(v, xf.dtype)  # noqa: E731
+            c = lambda v: self.tvm.tirx.const(v, xf.dtype)
             if rms:
                 ms = topi.divide(topi.sum(topi.multiply(xf, xf), axis=axes, keepdims=True), c(count))
                 y = topi.multiply(xf, topi.rsqrt(topi.add(ms, c(eps))))
@@ -500,10 +353,6 @@ class _Lowerer:
                 y = topi.add(y, topi.cast(next(it), xf.dtype))
             return topi.cast(y, dt) if dt != xf.dtype else y
         return norm
-
-    def _attention_te(self, op: Op) -> Any:
-        """Unfused TE attention for cases the kernel library does not cover (f64, Dv != D)."""
-        raise TargetUnavailable(f"tvm: attention at {op.loc.short()} with these dtypes/shapes has no kernel")
 
 
 def _const_array(v: Value, depth: int = 4) -> np.ndarray | None:
@@ -568,6 +417,545 @@ def _einsum(op: Op) -> str:
     return _einsum_equation(op)
 
 
+# ---------------------------------------------------------------------------------------------
+# The rule table: one rule per IR op (or family), ``(lowerer, op, ins) -> outputs``.  A rule
+# returns the Relax values of the op's results, or None when it bound them itself; it may refuse
+# one instance (a dtype, an attribute) with ``lw.refuse(op, why)``.  The table is the target's
+# coverage: ``TvmTarget.supports`` and ``irkit coverage`` read it.
+
+TVM_RULES = LoweringTable("tvm")
+rule = TVM_RULES.rule
+
+_HALF = ("float16", "bfloat16")
+
+
+def _half_via_f32(fn: Any) -> Any:
+    """``fn`` on a float32 copy of a half-precision tensor, rounded back once (like the reference)."""
+    from tvm import topi
+
+    def wrapped(*xs: Any) -> Any:
+        dt = str(xs[0].dtype)
+        if dt not in _HALF:
+            return fn(*xs)
+        return topi.cast(fn(*[topi.cast(x, "float32") if str(x.dtype) == dt else x for x in xs]), dt)
+    return wrapped
+
+
+def _map(fn: Any, name: str) -> Any:
+    """A TE function applying the scalar ``fn`` elementwise (broadcasting when binary)."""
+    from irkit.targets.tvm_kernels import te_ops
+
+    def f(*xs: Any) -> Any:
+        return te_ops.broadcast_map(fn, *xs, name=name)
+    return f
+
+
+# -- structural ---------------------------------------------------------------------------------
+
+@rule("ik.constant")
+def _constant(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+    d = op.attrs["value"]
+    return [lw.bb.emit(lw.relax.const(np.ascontiguousarray(d.array), _tvm_dtype(op, d.dtype)))]
+
+
+@rule("ik.dim_value")
+def _dim_value(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+    dt = op.results[0].dtype
+    value = np.array(eval_dim(op.attrs["dim"][0], lw.b), dt.np)
+    return [lw.bb.emit(lw.relax.const(value, _tvm_dtype(op, dt)))]
+
+
+@rule("ik.iota")
+def _iota(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+    shape = lw.shape(op.results[0])
+    dt = op.results[0].dtype
+    ax = normalize_axis(op.attrs.get("axis", 0), len(shape))
+    r = np.arange(shape[ax]).reshape([-1 if i == ax else 1 for i in range(len(shape))])
+    arr = np.broadcast_to(r, shape).astype(dt.np)
+    return [lw.bb.emit(lw.relax.const(np.ascontiguousarray(arr), _tvm_dtype(op, dt)))]
+
+
+@rule("ik.fused")
+def _fused(lw: _Lowerer, op: Op, ins: list[Any]) -> None:
+    """A matmul epilogue region as one scheduled kernel, else its body op by op (Relax fuses it)."""
+    if lw.try_epilogue(op):
+        return
+    body = op.regions[0]
+    for a, v in zip(body.args, ins):
+        lw.env[id(a)] = v
+    for inner in body:
+        if inner.name == "ik.yield":
+            for r, y in zip(op.results, inner.operands):
+                lw.env[id(r)] = lw.env[id(y)]
+            break
+        lw.lower_op(inner)
+    return
+
+
+@rule("ik.dropout")
+def _dropout(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+    return [ins[0]]
+
+
+# -- elementwise ---------------------------------------------------------------------------------
+
+_TOPI_UNARY = {"neg": "negative", "abs": "abs", "log": "log", "sqrt": "sqrt", "rsqrt": "rsqrt", "sin": "sin",
+               "cos": "cos", "floor": "floor", "ceil": "ceil", "not": "logical_not",
+               "trunc": "trunc", "isnan": "isnan", "isinf": "isinf", "isfinite": "isfinite",
+               "bitwise_not": "bitwise_not"}
+_TOPI_UNARY_VIA_F32 = {"tan": "tan", "asin": "asin", "acos": "acos", "atan": "atan", "sinh": "sinh",
+                       "cosh": "cosh", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh"}
+
+
+@rule(*(f"ik.{n}" for n in _TOPI_UNARY))
+def _topi_unary(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+    return [lw.emit(op, getattr(lw.topi, _TOPI_UNARY[op.name[3:]]), ins[0])]
+
+
+@rule(*(f"ik.{n}" for n in _TOPI_UNARY_VIA_F32))
+def _topi_unary_f32(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+    return [lw.emit(op, _half_via_f32(getattr(lw.topi, _TOPI_UNARY_VIA_F32[op.name[3:]])), ins[0])]
+
+
+@rule("ik.tanh", "ik.erf", "ik.exp", "ik.sigmoid")
+def _poly_unary(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+    # the polynomial forms of the kernel library: TOPI's are one scalar libm call per element
+    name = op.name[3:]
+    return [lw.emit(op, lambda x: _te_unary(lw.topi, name, x), ins[0])]
+
+
+@rule("ik.log1p", "ik.expm1", "ik.erfinv", "ik.lgamma", "ik.digamma", "ik.round", "ik.popcount", "ik.clz", "ik.sign")
+def _te_ops_unary(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+    from irkit.targets.tvm_kernels import te_ops
+
+    fn = {"log1p": te_ops.log1p, "expm1": te_ops.expm1, "erfinv": te_ops.erfinv, "lgamma": te_ops.lgamma,
+          "digamma": te_ops.digamma, "round": te_ops.round_half_even, "popcount": te_ops.popcount,
+          "clz": te_ops.clz, "sign": te_ops.sign}[op.name[3:]]
+    return [lw.emit(op, _map(fn, op.name[3:]), ins[0])]
+
+
+@rule("ik.reciprocal")
+def _reciprocal(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+    return [lw.emit(op, lambda x: lw.topi.divide(lw.tvm.tirx.const(1.0, x.dtype), x), ins[0])]
+
+
+@rule("ik.relu")
+def _relu(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+    from irkit.targets.tvm_kernels import te_ops
+
+    # max(x, 0) keeping NaN (topi.nn.relu is LLVM's maxnum, which turns NaN into 0)
+    return [lw.emit(op, _map(lambda v: te_ops.nan_max(v, lw.tvm.tirx.const(0, te_ops.dtype_of(v))), "relu"), ins[0])]
+
+
+@rule("ik.silu")
+def _silu(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+    topi = lw.topi
+    return [lw.emit(op, lambda x: topi.multiply(x, topi.sigmoid(x)), ins[0])]
+
+
+@rule("ik.gelu")
+def _gelu(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+    topi, tirx = lw.topi, lw.tvm.tirx
+    if op.attrs.get("approximate") == "tanh":
+        def gelu(x: Any) -> Any:
+            c = tirx.const(math.sqrt(2.0 / math.pi), x.dtype)
+            k3 = tirx.const(0.044715, x.dtype)
+            inner = topi.multiply(c, topi.add(x, topi.multiply(k3, topi.multiply(x, topi.multiply(x, x)))))
+            return topi.multiply(topi.multiply(tirx.const(0.5, x.dtype), x),
+                                 topi.add(tirx.const(1.0, x.dtype), _te_unary(topi, "tanh", inner)))
+    else:
+        def gelu(x: Any) -> Any:
+            half = tirx.const(0.5, x.dtype)
+            return topi.multiply(topi.multiply(half, x), topi.add(tirx.const(1.0, x.dtype), _te_unary(
+                topi, "erf", topi.multiply(x, tirx.const(1 / math.sqrt(2), x.dtype)))))
+    return [lw.emit(op, gelu, ins[0])]
+
+
+_TOPI_BINARY = {"add": "add", "sub": "subtract", "mul": "multiply", "pow": "power", "lt": "less",
+                "gt": "greater", "and": "logical_and", "or": "logical_or", "xor": "logical_xor",
+                "bitwise_and": "bitwise_and", "bitwise_or": "bitwise_or", "bitwise_xor": "bitwise_xor"}
+
+
+@rule(*(f"ik.{n}" for n in _TOPI_BINARY))
+def _topi_binary(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+    topi = lw.topi
+    name = op.name[3:]
+    if name == "pow" and not op.results[0].dtype.is_float:
+        from irkit.targets.tvm_kernels import te_ops
+
+        return [lw.emit(op, _map(te_ops.int_pow, "ipow"), *ins)]
+    if name == "pow":
+        e = _scalar_constant(op.operand(1))
+        if e in (1.0, 2.0, 3.0):  # x*x*x instead of a libm powf per element
+            def ipow(x: Any, _y: Any) -> Any:
+                y = x
+                for _ in range(int(e) - 1):
+                    y = topi.multiply(y, x)
+                return topi.broadcast_to(y, lw.shape(op.results[0]))
+            return [lw.emit(op, ipow, *ins)]
+    return [lw.emit(op, getattr(topi, _TOPI_BINARY[name]), *ins)]
+
+
+@rule("ik.div", "ik.rem", "ik.mod", "ik.floor_div")
+def _division(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+    """Float and integer division and remainders; integer ones never trap (see te_ops)."""
+    from irkit.targets.tvm_kernels import te_ops
+
+    name = op.name[3:]
+    if op.results[0].dtype.is_float:
+        if name == "div":
+            return [lw.emit(op, lw.topi.divide, *ins)]
+        fn = {"rem": te_ops.float_fmod, "mod": te_ops.float_mod, "floor_div": te_ops.float_floor_div}[name]
+        return [lw.emit(op, _half_via_f32(_map(fn, name)), *ins)]
+    fn = {"div": lambda x, y: te_ops.int_div(x, y, False), "floor_div": lambda x, y: te_ops.int_div(x, y, True),
+          "rem": lambda x, y: te_ops.int_mod(x, y, False), "mod": lambda x, y: te_ops.int_mod(x, y, True)}[name]
+    return [lw.emit(op, _map(fn, name), *ins)]
+
+
+@rule("ik.max", "ik.min")
+def _max_min(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+    from irkit.targets.tvm_kernels import te_ops
+
+    if not op.results[0].dtype.is_float:
+        return [lw.emit(op, lw.topi.maximum if op.name == "ik.max" else lw.topi.minimum, *ins)]
+    fn = te_ops.nan_max if op.name == "ik.max" else te_ops.nan_min
+    return [lw.emit(op, _map(fn, op.name[3:]), *ins)]
+
+
+@rule("ik.eq", "ik.ne", "ik.le", "ik.ge")
+def _compare(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+    """Comparisons that may see the same value on both sides.  TVM's simplifier folds ``x != x``
+    to false and ``x == x`` to true, which is wrong for NaN (``ne(x, x)`` is how the frontends
+    spell isnan); the explicit NaN terms keep the answer right either way."""
+    topi = lw.topi
+    name = op.name[3:]
+    if not op.operand(0).dtype.is_float:
+        return [lw.emit(op, {"eq": topi.equal, "ne": topi.not_equal, "le": topi.less_equal,
+                             "ge": topi.greater_equal}[name], *ins)]
+    tirx = lw.tvm.tirx
+
+    def fn(a: Any, b: Any) -> Any:
+        if name == "ne":
+            return (a != b) | tirx.isnan(a) | tirx.isnan(b)
+        ordered = tirx.Not(tirx.isnan(a)) & tirx.Not(tirx.isnan(b))
+        return ordered & {"eq": a == b, "le": a <= b, "ge": a >= b}[name]
+    return [lw.emit(op, _map(fn, name), *ins)]
+
+
+@rule("ik.atan2", "ik.nextafter")
+def _float_binary(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+    tirx = lw.tvm.tirx
+    if op.name == "ik.nextafter":
+        if op.results[0].dtype not in (DType.f32, DType.f64):
+            raise lw.refuse(op, f"nextafter of {op.results[0].dtype} has no kernel (the C library has "
+                                "float and double only); cast to f32 first")
+        return [lw.emit(op, _map(tirx.nextafter, "nextafter"), *ins)]
+    return [lw.emit(op, _half_via_f32(_map(tirx.atan2, "atan2")), *ins)]
+
+
+@rule("ik.shift_left", "ik.shift_right_logical", "ik.shift_right_arithmetic")
+def _shift(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+    from irkit.targets.tvm_kernels import te_ops
+
+    kind = op.name[len("ik.shift_"):]
+    return [lw.emit(op, _map(lambda x, y: te_ops.shift(x, y, kind), kind), *ins)]
+
+
+@rule("ik.where")
+def _where(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+    return [lw.emit(op, lw.topi.where, *ins)]
+
+
+@rule("ik.cast")
+def _cast(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+    to = op.attrs["to"]
+    if to.is_bool:
+        return [lw.emit(op, lambda x: lw.topi.not_equal(x, lw.tvm.tirx.const(0, x.dtype)), ins[0])]
+    return [lw.emit(op, lambda x: lw.topi.cast(x, _tvm_dtype(op, to)), ins[0])]
+
+
+# -- reductions, scans, norms ----------------------------------------------------------------------
+
+@rule("ik.reduce_sum", "ik.reduce_max", "ik.reduce_min", "ik.reduce_prod", "ik.reduce_mean")
+def _reduce(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+    from irkit.targets.tvm_kernels import te_ops
+
+    a = op.attrs
+    rank = op.operand(0).type.rank
+    axes = [normalize_axis(x, rank) for x in a.get("axes", ())] or list(range(rank))
+    keep = bool(a.get("keepdims", False))
+    kind = op.name[len("ik.reduce_"):]
+    if kind == "mean":
+        n = int(np.prod([lw.shape(op.operand(0))[i] for i in axes]))
+        return [lw.emit(op, lambda x: lw.topi.divide(te_ops.reduce(x, "sum", axes, keep),
+                                                     lw.tvm.tirx.const(n, x.dtype)), ins[0])]
+    return [lw.emit(op, lambda x: te_ops.reduce(x, kind, axes, keep), ins[0])]
+
+
+@rule("ik.argmax", "ik.argmin")
+def _arg_reduce(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+    from irkit.targets.tvm_kernels import te_ops
+
+    a = op.attrs
+    ax = normalize_axis(a["axis"], op.operand(0).type.rank)
+    return [lw.emit(op, lambda x: te_ops.arg_reduce(x, ax, bool(a.get("keepdims", False)), op.name == "ik.argmax",
+                                                    bool(a.get("select_last_index", False))), ins[0])]
+
+
+@rule("ik.cumsum", "ik.cumprod", "ik.cummax", "ik.cummin")
+def _scan(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+    from irkit.targets.tvm_kernels import te_ops
+
+    a = op.attrs
+    ax = normalize_axis(a["axis"], op.operand(0).type.rank)
+    kind = op.name[len("ik.cum"):]
+    return [lw.emit(op, lambda x: te_ops.scan(x, kind, ax, bool(a.get("reverse", False)),
+                                              bool(a.get("exclusive", False)), lw.gpu), ins[0])]
+
+
+@rule("ik.softmax", "ik.log_softmax")
+def _softmax(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any] | None:
+    if op.name == "ik.softmax" and lw.try_row_kernel(op):
+        return None
+    fn = lw.topi.nn.softmax if op.name == "ik.softmax" else lw.topi.nn.log_softmax
+    return [lw.emit(op, lambda x: fn(x, axis=op.attrs.get("axis", -1)), ins[0])]
+
+
+@rule("ik.layer_norm", "ik.rms_norm")
+def _norm(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any] | None:
+    if lw.try_row_kernel(op):
+        return None
+    return [lw.emit(op, lw._norm_fn(op), *ins)]
+
+
+# -- contractions ---------------------------------------------------------------------------------
+
+@rule("ik.matmul")
+def _matmul(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any] | None:
+    if lw.try_matmul(op):
+        return None
+    return [lw.emit(op, lw._generic_matmul, *ins)]
+
+
+@rule("ik.contract")
+def _contract(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+    return [lw.emit(op, lambda x, y: lw.topi.einsum(_einsum(op), x, y), *ins)]
+
+
+@rule("ik.attention")
+def _attention(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any] | None:
+    """The online-softmax kernel where it applies, else the unfused TE attention (float64, Dv != D);
+    both give zeros for a row whose every key is masked, like the reference."""
+    from irkit.targets.tvm_kernels import te_ops
+
+    if lw.try_attention(op):
+        return None
+    n = named_operands(op)
+    has_mask, has_bias = n.get("mask") is not None, n.get("bias") is not None
+    scale, causal = float(op.attrs["scale"]), bool(op.attrs.get("causal", False))
+
+    def attn(q: Any, k: Any, v: Any, *rest: Any) -> Any:
+        it = iter(rest)
+        mask = next(it) if has_mask else None
+        bias = next(it) if has_bias else None
+        return te_ops.attention(q, k, v, mask, bias, scale, causal)
+    return [lw.emit(op, attn, *ins)]
+
+
+@rule("ik.conv2d")
+def _conv2d(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+    a = op.attrs
+    topi = lw.topi
+    pads = list(a.get("padding", (0, 0, 0, 0)))
+
+    def conv(x: Any, w: Any, *bias: Any) -> Any:
+        y = topi.nn.conv2d(x, w, list(a.get("strides", (1, 1))), pads, list(a.get("dilations", (1, 1))),
+                           data_layout="NCHW", kernel_layout="OIHW", out_dtype=x.dtype) \
+            if a.get("groups", 1) == 1 else topi.nn.group_conv2d_nchw(
+                x, w, list(a.get("strides", (1, 1))), pads, list(a.get("dilations", (1, 1))),
+                a.get("groups", 1), out_dtype=x.dtype)
+        if bias:
+            y = topi.add(y, topi.reshape(bias[0], (1, int(bias[0].shape[0]), 1, 1)))
+        return y
+    return [lw.emit(op, conv, *ins)]
+
+
+@rule("ik.conv")
+def _conv(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+    from irkit.targets.tvm_kernels import te_ops
+
+    a = op.attrs
+    nsp = op.operand(0).type.rank - 2
+    ones, zeros = (1,) * nsp, (0,) * (2 * nsp)
+
+    def conv(x: Any, w: Any, *bias: Any) -> Any:
+        return te_ops.conv(x, w, bias[0] if bias else None, list(a.get("strides") or ones),
+                           list(a.get("padding") or zeros), list(a.get("dilations") or ones),
+                           list(a.get("lhs_dilation") or ones), int(a.get("groups", 1)))
+    return [lw.emit(op, conv, *ins)]
+
+
+@rule("ik.reduce_window")
+def _reduce_window(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+    from irkit.targets.tvm_kernels import te_ops
+
+    a = op.attrs
+    r = op.operand(0).type.rank
+    window = list(a["window"])
+    strides = list(a.get("strides") or (1,) * r)
+    pads = list(a.get("pads") or (0,) * (2 * r))
+    dil = list(a.get("dilations") or (1,) * r)
+    return [lw.emit(op, lambda x: te_ops.reduce_window(x, a["kind"], window, strides, pads, dil), ins[0])]
+
+
+# -- data movement ---------------------------------------------------------------------------------
+
+@rule("ik.reshape")
+def _reshape(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+    # A Relax reshape, not a TOPI copy: standalone, the VM makes it a view of the same buffer
+    # (RewriteDataflowReshape); a chain of them is one reshape of the chain's source, so two
+    # in a row never fuse into a copy kernel.
+    src = lw.reshape_source.get(id(ins[0]), ins[0])
+    out = lw.bb.emit(lw.relax.op.reshape(src, lw.shape(op.results[0])))
+    lw.reshape_source[id(out)] = src
+    return [out]
+
+
+@rule("ik.transpose")
+def _transpose(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+    return [lw.emit(op, lambda x: lw.topi.transpose(x, list(op.attrs["perm"])), ins[0])]
+
+
+@rule("ik.broadcast")
+def _broadcast(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+    return [lw.emit(op, lambda x: lw.topi.broadcast_to(x, lw.shape(op.results[0])), ins[0])]
+
+
+@rule("ik.slice")
+def _slice(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+    a = op.attrs
+    r = op.operand(0).type.rank
+    st = [eval_dim(x, lw.b) for x in a["start"]]
+    lim = [eval_dim(x, lw.b) for x in a["limit"]]
+    step = list(a.get("step") or (1,) * r)
+    return [lw.emit(op, lambda x: lw.topi.strided_slice(x, st, lim, step), ins[0])]
+
+
+@rule("ik.concat")
+def _concat(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+    return [lw.emit(op, lambda *xs: lw.topi.concatenate(xs, axis=op.attrs["axis"]), *ins)]
+
+
+@rule("ik.split")
+def _split(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+    a = op.attrs
+    sizes = [eval_dim(s, lw.b) for s in a["sizes"]]
+    r = op.operand(0).type.rank
+    ax = normalize_axis(a["axis"], r)
+    full = lw.shape(op.operand(0))
+    outs = []
+    start = 0
+    for s in sizes:
+        b0 = [0] * r
+        e0 = list(full)
+        b0[ax], e0[ax] = start, start + s
+        outs.append(lw.emit(op, lambda x, b0=b0, e0=e0: lw.topi.strided_slice(x, b0, e0, [1] * r), ins[0]))
+        start += s
+    return outs
+
+
+@rule("ik.pad")
+def _pad(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+    r = op.operand(0).type.rank
+    p = op.attrs["pads"]
+    value = op.attrs.get("value", 0.0)
+    return [lw.emit(op, lambda x: lw.topi.nn.pad(x, list(p[:r]), list(p[r:]), pad_value=value), ins[0])]
+
+
+@rule("ik.reverse")
+def _reverse(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+    r = op.operand(0).type.rank
+    axes = [normalize_axis(x, r) for x in op.attrs["axes"]]
+
+    def flip(x: Any) -> Any:
+        for ax in axes:
+            x = lw.topi.flip(x, ax)
+        return x
+    return [lw.emit(op, flip, ins[0])]
+
+
+@rule("ik.gather")
+def _gather(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+    """``np.take``; negative indices wrap (TOPI's take mode="clip" clamped them to 0: a silent
+    wrong answer on ONNX's gather_negative_indices)."""
+    from irkit.targets.tvm_kernels import te_ops
+
+    ax = normalize_axis(op.attrs.get("axis", 0), op.operand(0).type.rank)
+    return [lw.emit(op, lambda d, i: te_ops.take(d, i, ax), *ins)]
+
+
+@rule("ik.gather_elements")
+def _gather_elements(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+    from irkit.targets.tvm_kernels import te_ops
+
+    ax = normalize_axis(op.attrs["axis"], op.operand(0).type.rank)
+    return [lw.emit(op, lambda d, i: te_ops.take_along_axis(d, i, ax), *ins)]
+
+
+@rule("ik.gather_nd")
+def _gather_nd(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+    from irkit.targets.tvm_kernels import te_ops
+
+    bd = int(op.attrs.get("batch_dims", 0))
+    return [lw.emit(op, lambda d, i: te_ops.gather_nd(d, i, bd), *ins)]
+
+
+@rule("ik.scatter_elements", "ik.scatter_nd")
+def _scatter(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+    from irkit.targets.tvm_kernels import te_ops
+
+    red = op.attrs.get("reduction", "none")
+    if lw.gpu and red == "none":
+        # TOPI's GPU scatters update in parallel: with duplicate indices the winner is unspecified
+        raise lw.refuse(op, "reduction 'none' has no deterministic CUDA kernel (duplicate indices race); "
+                            "use tvm-llvm or xla")
+    if op.name == "ik.scatter_nd":
+        return [lw.emit(op, lambda d, i, u: te_ops.scatter_nd(d, i, u, red, lw.gpu), *ins)]
+    ax = normalize_axis(op.attrs["axis"], op.operand(0).type.rank)
+    return [lw.emit(op, lambda d, i, u: te_ops.scatter_elements(d, i, u, ax, red, lw.gpu), *ins)]
+
+
+@rule("ik.dynamic_slice")
+def _dynamic_slice(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+    from irkit.targets.tvm_kernels import te_ops
+
+    sizes = [int(s) for s in op.attrs["sizes"]]
+    return [lw.emit(op, lambda x, s: te_ops.dynamic_slice(x, s, sizes), *ins)]
+
+
+@rule("ik.dynamic_update_slice")
+def _dynamic_update_slice(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+    from irkit.targets.tvm_kernels import te_ops
+
+    return [lw.emit(op, te_ops.dynamic_update_slice, *ins)]
+
+
+@rule("ik.sort", "ik.topk")
+def _sort(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+    """Stable argsort (or top-k) on a NumPy-ordered integer key, then the values gathered back."""
+    from irkit.targets.tvm_kernels import te_ops
+
+    a = op.attrs
+    ax = normalize_axis(a.get("axis", -1), op.operand(0).type.rank)
+    if op.name == "ik.sort":
+        idx = lw.emit(op, lambda x: te_ops.argsort(x, ax, bool(a.get("descending", False)), lw.gpu), ins[0])
+    else:
+        k = int(a["k"])
+        idx = lw.emit(op, lambda x: te_ops.topk_indices(x, k, ax, bool(a.get("largest", True)), lw.gpu), ins[0])
+    vals = lw.emit(op, lambda x, i: te_ops.take_along_axis(x, i, ax), ins[0], idx)
+    return [vals, idx]
+
+
 def _unfused_pipeline(target: Any) -> Any:
     """The default Relax pipeline minus FuseOps/FuseTIR (GPU kernels still get DLight schedules)."""
     import tvm
@@ -601,9 +989,8 @@ def _schedule_topi_cpu(func: Any, lanes: int) -> Any:
     Reduction blocks (norms, reductions outside the kernel library) keep their loops. Any
     schedule error leaves the function as it was.
     """
-    from tvm import s_tir
-
     from irkit.targets.tvm_kernels.common import schedule_elementwise_cpu
+    from tvm import s_tir
 
     try:
         sch = s_tir.Schedule(func)
@@ -619,10 +1006,9 @@ def _schedule_topi_cpu(func: Any, lanes: int) -> Any:
 def _cpu_pipeline(target: Any) -> Any:
     """TVM's default CPU Relax pipeline plus a CPU schedule for the Relax-fused TOPI functions."""
     import tvm
+    from irkit.targets.tvm_kernels.common import simd_lanes
     from tvm import relax
     from tvm.relax.backend.cpu_generic import pipeline as cpu
-
-    from irkit.targets.tvm_kernels.common import simd_lanes
 
     lanes = simd_lanes(target)
 
@@ -650,6 +1036,8 @@ def _cpu_pipeline(target: Any) -> Any:
 
 class TvmTarget(Target):
     """TVM Relax + hand-scheduled TensorIR."""
+
+    lowering_table = TVM_RULES
 
     def __init__(self, kind: str = "llvm", arch: str = "sm_90"):
         self.kind = kind
@@ -686,6 +1074,13 @@ class TvmTarget(Target):
         from tvm import relax
 
         fn = module.entry
+        missing: dict[str, list[str]] = {}
+        for op in fn.walk():
+            if op.name not in _STRUCTURAL and op.name not in TVM_RULES:
+                missing.setdefault(op.name, []).append(op.loc.short())
+        if missing:
+            raise TargetUnavailable(f"target '{self.name}' has no lowering rule for " + "; ".join(
+                f"'{n}' at {', '.join(locs[:3])}{' ...' if len(locs) > 3 else ''}" for n, locs in sorted(missing.items())))
         b = default_bindings(fn, bindings)
         ids = op_ids(module)
         t0 = time.perf_counter()

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 from irkit.targets.base import Artifact, Availability, Kernel, Target, TargetUnavailable, provenance
 from irkit.targets.registry import register_target
-from irkit.targets.xla_lower import LoweredFunction, LoweringError, LowerOptions, lower_to_jax
+from irkit.targets.xla_lower import XLA_RULES, LoweredFunction, LoweringError, LowerOptions, lower_to_jax
 
 from irkit.interp import default_bindings
 from irkit.ir.core import Module
@@ -67,6 +67,8 @@ class XlaTarget(Target):
     """Lower through JAX to XLA for one chip of ``platform``; run where the chip is here."""
 
     summary = "XLA through JAX: StableHLO, optimised HLO, kernels traced to IR ops"
+    lowering_table = XLA_RULES
+    """One rule table for every XLA platform (``irkit coverage`` reads it)."""
 
     def __init__(
         self,

@@ -593,11 +593,14 @@ _CUDA_PLUGIN_HINT = (
 
 
 def _attached_gpu() -> Any | None:
+    """The attached CUDA GPU, or None. Asking JAX initialises every backend (libtpu's too, with its
+    TPU-discovery warnings on fd 2), so the question is asked with that output kept quiet."""
     import jax
 
     for name in ("cuda", "gpu"):
         try:
-            devices = jax.devices(name)
+            with _quiet_native_stderr():
+                devices = jax.devices(name)
         except RuntimeError:
             continue
         if devices:

@@ -5,7 +5,7 @@ Design note
 :func:`lower_to_jax` turns the entry function of a module, at concrete values of
 its symbolic dims, into a JAX-traceable Python function that ``compile_xla``
 hands to XLA. The function walks the IR graph once per trace and calls one
-rule per op from :data:`RULES` (``op name -> rule(ctx, op, inputs) -> outputs``);
+rule per op from :data:`XLA_RULES` (a :class:`~irkit.targets.base.LoweringTable`) (``op name -> rule(ctx, op, inputs) -> outputs``);
 every op of the registry has a rule, and ``tests/unit/test_xla_target.py``
 fails when one is added without.
 
@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from irkit.targets.base import op_ids
+from irkit.targets.base import LoweringTable, op_ids
 from irkit.targets.xla_compile import ir_scope
 
 from irkit.errors import IrkitError
@@ -58,7 +58,7 @@ from irkit.ir.core import Dense, Function, Graph, Module, Op
 from irkit.ir.ops import OPS, named_operands
 from irkit.ir.types import DType, TensorType, eval_dim, normalize_axis
 
-__all__ = ["RULES", "LowerOptions", "LoweredFunction", "LoweringError", "jax_dtype", "lower_to_jax"]
+__all__ = ["RULES", "XLA_RULES", "LowerOptions", "LoweredFunction", "LoweringError", "jax_dtype", "lower_to_jax"]
 
 
 class LoweringError(IrkitError):
@@ -117,20 +117,10 @@ def jax_dtype(dt: DType) -> Any:
 
 
 Rule = Callable[["_Ctx", Op, list[Any]], list[Any]]
-RULES: dict[str, Rule] = {}
-
-
-def rule(*names: str) -> Callable[[Rule], Rule]:
-    """Register ``fn`` as the lowering of ops ``names``."""
-
-    def deco(fn: Rule) -> Rule:
-        for n in names:
-            if n in RULES:
-                raise ValueError(f"lowering rule for '{n}' is defined twice")
-            RULES[n] = fn
-        return fn
-
-    return deco
+XLA_RULES = LoweringTable("xla")
+"""The lowering rules, keyed by IR op name: the XLA targets' coverage (``irkit coverage`` reads it)."""
+RULES = XLA_RULES  # the older name, kept for callers that import it
+rule = XLA_RULES.rule
 
 
 class _Ctx:
@@ -197,7 +187,7 @@ class _Ctx:
         where = f"'{op.name}' at {op.loc.short()}"
         if fn is None:
             raise LoweringError(
-                f"{where}: no XLA lowering rule for this op; add one to RULES in "
+                f"{where}: no XLA lowering rule for this op; add one to XLA_RULES in "
                 "irkit/targets/xla_lower.py"
             )
         try:
@@ -460,14 +450,24 @@ def _reduce(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
     return [fn(x, axis=axes, keepdims=a.get("keepdims", False), **kw).astype(ctx.out_dtype(op))]
 
 
-@rule("ik.argmax")
+@rule("ik.argmax", "ik.argmin")
 def _argmax(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+    """First index of the extreme (NaN counts as the extreme, as NumPy); the last with
+    ``select_last_index`` (the first of the reversed axis)."""
     import jax.numpy as jnp
+    from jax import lax
 
     a = ctx.attrs(op)
     x = _compute(xs[0])
     ax = normalize_axis(a["axis"], x.ndim)
-    return [jnp.argmax(x, axis=ax, keepdims=a.get("keepdims", False)).astype(jnp.int64)]
+    keep = a.get("keepdims", False)
+    fn = jnp.argmax if op.name == "ik.argmax" else jnp.argmin
+    if a.get("select_last_index", False):
+        r = fn(lax.rev(x, (ax,)), axis=ax, keepdims=keep)
+        r = (x.shape[ax] - 1) - r
+    else:
+        r = fn(x, axis=ax, keepdims=keep)
+    return [r.astype(jnp.int64)]
 
 
 def _finite_max(x: Any, axis: int) -> Any:
@@ -736,12 +736,15 @@ def _attention(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
         # Top-left aligned, as torch's is_causal: key j is kept for query i when j <= i.
         tri = jnp.arange(sk)[None, :] <= jnp.arange(sq)[:, None]
         keep = tri if keep is None else keep & tri
-    if keep is None:
+    if keep is None and bias is None:
         e = jnp.exp(s - _finite_max(s, -1))
         p = e / jnp.sum(e, axis=-1, keepdims=True)
-    else:
-        s = jnp.where(keep, s, _scalar(-np.inf, acc))
-        e = jnp.where(keep, jnp.exp(s - _finite_max(s, -1)), _scalar(0, acc))
+    else:  # a bias alone may put -inf on every key of a row: that row is zeros too
+        if keep is not None:
+            s = jnp.where(keep, s, _scalar(-np.inf, acc))
+        e = jnp.exp(s - _finite_max(s, -1))
+        if keep is not None:
+            e = jnp.where(keep, e, _scalar(0, acc))
         den = jnp.sum(e, axis=-1, keepdims=True)
         pos = den > 0
         p = jnp.where(pos, e / jnp.where(pos, den, _scalar(1, acc)), _scalar(0, acc))
@@ -868,6 +871,431 @@ def _fused(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
 
 
 # --------------------------------------------------------------------------------------------
+# Coverage ops (issue 14): math, bits, scans, indexing, sorting, windows, N-d convolution
+# --------------------------------------------------------------------------------------------
+
+
+@functools.cache
+def _math_fns() -> dict[str, Callable[[Any], Any]]:
+    import jax.numpy as jnp
+    from jax import lax
+
+    return {
+        "tan": jnp.tan,
+        "asin": jnp.arcsin,
+        "acos": jnp.arccos,
+        "atan": jnp.arctan,
+        "sinh": jnp.sinh,
+        "cosh": jnp.cosh,
+        "asinh": jnp.arcsinh,
+        "acosh": jnp.arccosh,
+        "atanh": jnp.arctanh,
+        "log1p": jnp.log1p,
+        "expm1": jnp.expm1,
+        "round": lambda x: lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN),
+        "trunc": jnp.trunc,
+        "erfinv": lax.erf_inv,
+        "lgamma": lax.lgamma,  # log |Gamma(x)|, as scipy's gammaln
+        "digamma": lax.digamma,
+    }
+
+
+@rule(*(f"ik.{n}" for n in ("tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
+                            "log1p", "expm1", "round", "trunc", "erfinv", "lgamma", "digamma")))
+def _math(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+    import jax.numpy as jnp
+
+    x = _compute(xs[0])
+    y = _math_fns()[op.name[3:]](x)
+    if op.name == "ik.lgamma":
+        y = jnp.where(x == _scalar(-np.inf, x.dtype), x, y)  # scipy's gammaln(-inf) is -inf; XLA's is +inf
+    if op.name == "ik.digamma":
+        # XLA gives NaN at ±0; scipy's psi (the reference) gives -inf at +0 and +inf at -0.
+        y = jnp.where(x == _scalar(0, x.dtype), -jnp.copysign(_scalar(np.inf, x.dtype), x), y)
+    return [y.astype(ctx.out_dtype(op))]
+
+
+@rule("ik.isnan", "ik.isinf", "ik.isfinite")
+def _classify(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+    import jax.numpy as jnp
+
+    fn = {"ik.isnan": jnp.isnan, "ik.isinf": jnp.isinf, "ik.isfinite": jnp.isfinite}[op.name]
+    return [fn(xs[0])]
+
+
+@rule("ik.bitwise_not", "ik.popcount", "ik.clz")
+def _bits_unary(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+    from jax import lax
+
+    fn = {"ik.bitwise_not": lax.bitwise_not, "ik.popcount": lax.population_count, "ik.clz": lax.clz}[op.name]
+    return [fn(xs[0])]
+
+
+def _signed_twin(dt: Any) -> Any:
+    return np.dtype(f"i{np.dtype(dt).itemsize}")
+
+
+@rule("ik.bitwise_and", "ik.bitwise_or", "ik.bitwise_xor", "ik.shift_left", "ik.shift_right_logical",
+      "ik.shift_right_arithmetic")
+def _bits_binary(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+    """XLA's own bit ops; their shift semantics are the reference's (amount read as unsigned,
+    an amount >= the width gives 0 or the sign fill)."""
+    import jax.numpy as jnp
+    from jax import lax
+
+    x, y = jnp.broadcast_arrays(*xs)
+    name = op.name[3:]
+    if name == "shift_right_arithmetic" and np.dtype(x.dtype).kind == "u":
+        # An unsigned value shifts arithmetically as its two's-complement twin (the reference's view).
+        st = _signed_twin(x.dtype)
+        r = lax.shift_right_arithmetic(lax.bitcast_convert_type(x, st), lax.bitcast_convert_type(y, st))
+        return [lax.bitcast_convert_type(r, x.dtype)]
+    fn = {
+        "bitwise_and": lax.bitwise_and,
+        "bitwise_or": lax.bitwise_or,
+        "bitwise_xor": lax.bitwise_xor,
+        "shift_left": lax.shift_left,
+        "shift_right_logical": lax.shift_right_logical,
+        "shift_right_arithmetic": lax.shift_right_arithmetic,
+    }[name]
+    return [fn(x, y)]
+
+
+@rule("ik.atan2")
+def _atan2(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+    import jax.numpy as jnp
+
+    return [jnp.arctan2(_compute(xs[0]), _compute(xs[1])).astype(ctx.out_dtype(op))]
+
+
+@rule("ik.nextafter")
+def _nextafter(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+    import jax.numpy as jnp
+    from jax import lax
+
+    # The step is the declared type's (no trip through f32 for half types).
+    return [lax.nextafter(*jnp.broadcast_arrays(xs[0], xs[1]))]
+
+
+@rule("ik.mod", "ik.floor_div")
+def _floored(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+    """NumPy's floored mod / floor_divide (jnp's follow npy_divmod); an integer division by zero
+    gives 0, as the reference (XLA's own answer would be -1 or x)."""
+    import jax.numpy as jnp
+
+    out = ctx.out_dtype(op)
+    x, y = jnp.broadcast_arrays(_compute(xs[0]), _compute(xs[1]))
+    fn = jnp.remainder if op.name == "ik.mod" else jnp.floor_divide
+    if out.kind in "iu":
+        zero = y == _scalar(0, y.dtype)
+        r = fn(x, jnp.where(zero, _scalar(1, y.dtype), y))
+        return [jnp.where(zero, _scalar(0, out), r.astype(out))]
+    r = fn(x, y)
+    if op.name == "ik.floor_div":
+        r = jnp.where(y == _scalar(0, y.dtype), x / y, r)  # x // 0.0 is x / 0.0 in NumPy
+    return [r.astype(out)]
+
+
+# -- scans ----------------------------------------------------------------------------------------
+
+
+def _identity(kind: str, dt: Any) -> Any:
+    """What an exclusive scan starts from and window padding holds (the reference's scan_identity)."""
+    dt = np.dtype(dt)
+    if kind == "sum":
+        return 0
+    if kind == "prod":
+        return 1
+    if dt.kind == "f" or dt in _HALF:
+        return -np.inf if kind == "max" else np.inf
+    info = np.iinfo(dt)
+    return info.min if kind == "max" else info.max
+
+
+@rule("ik.cumsum", "ik.cumprod", "ik.cummax", "ik.cummin")
+def _scan(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+    import jax.numpy as jnp
+    from jax import lax
+
+    a = ctx.attrs(op)
+    x = _compute(xs[0])
+    ax = normalize_axis(a["axis"], x.ndim)
+    rev = bool(a.get("reverse", False))
+    kind = op.name[len("ik.cum") :]
+    fn = {"sum": lax.cumsum, "prod": lax.cumprod, "max": lax.cummax, "min": lax.cummin}[kind]
+    y = fn(x, axis=ax, reverse=rev)
+    n = x.shape[ax]
+    if a.get("exclusive", False) and n:
+        # Shift one place in scan order, the identity entering first.
+        ident = jnp.full_like(lax.slice_in_dim(y, 0, 1, axis=ax), _identity(kind, x.dtype))
+        if rev:
+            y = jnp.concatenate([lax.slice_in_dim(y, 1, n, axis=ax), ident], axis=ax)
+        else:
+            y = jnp.concatenate([ident, lax.slice_in_dim(y, 0, n - 1, axis=ax)], axis=ax)
+    return [y.astype(ctx.out_dtype(op))]
+
+
+# -- indexing ---------------------------------------------------------------------------------------
+
+
+def _wrap(idx: Any, n: int) -> Any:
+    """Negative indices count from the end (as the reference), as i64."""
+    import jax.numpy as jnp
+
+    idx = idx.astype(jnp.int64)
+    return jnp.where(idx < 0, idx + n, idx)
+
+
+def _elements_targets(data_shape: Sequence[int], idx: Any, ax: int) -> Any:
+    """Row-major flat positions in ``data_shape`` addressed by an ``*_elements`` index array."""
+    import jax.numpy as jnp
+    from jax import lax
+
+    along = _wrap(idx, data_shape[ax])
+    flat = jnp.zeros(idx.shape, jnp.int64)
+    for i, d in enumerate(data_shape):
+        coord = along if i == ax else lax.broadcasted_iota(jnp.int64, idx.shape, i)
+        flat = flat * d + coord
+    return flat.reshape(-1)
+
+
+def _scatter_rows(rows: Any, target: Any, upd: Any, reduction: str) -> Any:
+    """``rows[target[i]] (reduction)= upd[i]`` with NumPy's order: for "none" the last i wins.
+
+    XLA applies duplicate scatter indices in no set order, so for "none" each position keeps
+    only its last update: a max-scatter of the update numbers picks the winner, and the losers
+    are sent out of range (dropped)."""
+    import jax.numpy as jnp
+
+    n = rows.shape[0]
+    if reduction == "none":
+        k = target.shape[0]
+        num = jnp.arange(k, dtype=jnp.int64)
+        winner = jnp.full((n,), -1, jnp.int64).at[target].max(num, mode="drop")
+        keep = winner[jnp.clip(target, 0, max(n - 1, 0))] == num
+        return rows.at[jnp.where(keep, target, n)].set(upd, mode="drop")
+    at = rows.at[target]
+    fn = {"add": at.add, "mul": at.multiply, "max": at.max, "min": at.min}[reduction]
+    return fn(upd, mode="drop")
+
+
+@rule("ik.gather_elements")
+def _gather_elements(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+    data, idx = xs
+    ax = normalize_axis(ctx.attrs(op)["axis"], data.ndim)
+    target = _elements_targets(data.shape, idx, ax)
+    # mode="fill": an out-of-range index (an error in the reference) reads NaN / the type's extreme.
+    return [data.reshape(-1).at[target].get(mode="fill").reshape(idx.shape)]
+
+
+@rule("ik.scatter_elements")
+def _scatter_elements(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+    import jax.numpy as jnp
+
+    a = ctx.attrs(op)
+    data, idx, upd = xs
+    ax = normalize_axis(a["axis"], data.ndim)
+    out = ctx.out_dtype(op)
+    work = _compute(data)
+    if np.dtype(work.dtype) == np.bool_:
+        work = work.astype(jnp.uint8)
+    target = _elements_targets(data.shape, idx, ax)
+    r = _scatter_rows(work.reshape(-1), target, upd.reshape(-1).astype(work.dtype), a.get("reduction", "none"))
+    return [r.reshape(data.shape).astype(out)]
+
+
+def _nd_targets(idx: Any, dims: Sequence[int]) -> Any:
+    """Row-major positions in ``dims`` of the index tuples in ``idx`` ([..., k]), flattened."""
+    import jax.numpy as jnp
+
+    k = idx.shape[-1]
+    rows = idx.reshape(-1, k)
+    flat = jnp.zeros(rows.shape[0], jnp.int64)
+    for j in range(k):
+        flat = flat * dims[j] + _wrap(rows[:, j], dims[j])
+    return flat
+
+
+@rule("ik.gather_nd")
+def _gather_nd(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+    import jax.numpy as jnp
+
+    data, idx = xs
+    b = int(ctx.attrs(op).get("batch_dims", 0))
+    k = idx.shape[-1]
+    nb = math.prod(data.shape[:b])
+    inner = data.shape[b:]
+    m = math.prod(idx.shape[b:-1])
+    flat = data.reshape((nb, math.prod(inner[:k])) + tuple(inner[k:]))
+    tgt = _nd_targets(idx.reshape((nb * m, k)), inner[:k]).reshape(nb, m)
+    out = flat[jnp.arange(nb)[:, None], tgt]
+    return [out.reshape(ctx.shape(ctx.out_type(op).shape))]
+
+
+@rule("ik.scatter_nd")
+def _scatter_nd(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+    import jax.numpy as jnp
+
+    a = ctx.attrs(op)
+    data, idx, upd = xs
+    k = idx.shape[-1]
+    work = _compute(data)
+    if np.dtype(work.dtype) == np.bool_:
+        work = work.astype(jnp.uint8)
+    rows = work.reshape((math.prod(data.shape[:k]),) + tuple(data.shape[k:]))
+    target = _nd_targets(idx, data.shape[:k])
+    u = upd.reshape((target.shape[0],) + tuple(data.shape[k:])).astype(work.dtype)
+    r = _scatter_rows(rows, target, u, a.get("reduction", "none"))
+    return [r.reshape(data.shape).astype(ctx.out_dtype(op))]
+
+
+def _starts(starts: Any, dims: Sequence[int], sizes: Sequence[int]) -> list[Any]:
+    """Scalar starts clamped to [0, dim - size] here: XLA would clamp too, but JAX's dynamic_slice
+    first wraps negative starts Python-style, which the reference (XLA's rule) does not."""
+    import jax.numpy as jnp
+
+    s = starts.astype(jnp.int64)  # the reference reads them as int64
+    return [jnp.clip(s[i], 0, d - n) for i, (d, n) in enumerate(zip(dims, sizes))]
+
+
+@rule("ik.dynamic_slice")
+def _dynamic_slice(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+    from jax import lax
+
+    x, starts = xs
+    sizes = tuple(ctx.attrs(op)["sizes"])
+    return [lax.dynamic_slice(x, _starts(starts, x.shape, sizes), sizes)]
+
+
+@rule("ik.dynamic_update_slice")
+def _dynamic_update_slice(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+    from jax import lax
+
+    x, upd, starts = xs
+    return [lax.dynamic_update_slice(x, upd, _starts(starts, x.shape, upd.shape))]
+
+
+@rule("ik.reverse")
+def _reverse(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+    from jax import lax
+
+    x = xs[0]
+    axes = tuple(sorted({normalize_axis(v, x.ndim) for v in ctx.attrs(op)["axes"]}))
+    return [lax.rev(x, axes)]
+
+
+# -- sorting ----------------------------------------------------------------------------------------
+
+
+def _sort_order(x: Any, ax: int, descending: bool) -> Any:
+    """The reference's ``sort_order``: a stable permutation, NaN the largest key, -0 equal to 0.
+
+    XLA's float comparator is a total order (-NaN < -inf ... < -0 < 0 ... < inf < NaN), so the keys
+    are canonicalised first: every NaN positive, -0 as 0."""
+    import jax.numpy as jnp
+    from jax import lax
+
+    iota = lax.broadcasted_iota(jnp.int64, x.shape, ax)
+    dt = np.dtype(x.dtype)
+    if dt == np.bool_:
+        x = x.astype(jnp.uint8)
+        dt = np.dtype(np.uint8)
+    if dt.kind == "f" or dt in _HALF:
+        nan = jnp.isnan(x)
+        key = jnp.where(x == _scalar(0, x.dtype), _scalar(0, x.dtype), x)
+        if not descending:
+            key = jnp.where(nan, _scalar(np.inf, x.dtype), key)
+            keys = [nan.astype(jnp.uint8), key]  # NaN last, in index order
+        else:
+            keys = [(~nan).astype(jnp.uint8), jnp.where(nan, _scalar(0, x.dtype), -key)]
+    else:
+        keys = [lax.bitwise_not(x) if descending else x]  # ~x reverses integer order without overflow
+    out = lax.sort((*keys, iota), dimension=ax, is_stable=True, num_keys=len(keys))
+    return out[-1]
+
+
+@rule("ik.sort", "ik.topk")
+def _sort(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+    """Sort as the reference does; top-k is the first k of that order (ties to the lower index)."""
+    import jax.numpy as jnp
+    from jax import lax
+
+    a = ctx.attrs(op)
+    x = xs[0]
+    ax = normalize_axis(a.get("axis", -1), x.ndim)
+    desc = bool(a.get("descending", False)) if op.name == "ik.sort" else bool(a.get("largest", True))
+    order = _sort_order(x, ax, desc)
+    if op.name == "ik.topk":
+        order = lax.slice_in_dim(order, 0, int(a["k"]), axis=ax)
+    return [jnp.take_along_axis(x, order, axis=ax), order]
+
+
+# -- windows and convolution --------------------------------------------------------------------------
+
+
+@rule("ik.reduce_window")
+def _reduce_window(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+    from jax import lax
+
+    from irkit.ir.ops_window import window_attrs
+
+    a = ctx.attrs(op)
+    x = _compute(xs[0])
+    r = x.ndim
+    w, s, p, dl = window_attrs(a, r)
+    kind = a["kind"]
+    comb = {"sum": lax.add, "max": lax.max, "min": lax.min}[kind]
+    init = _scalar(_identity(kind, x.dtype), x.dtype)
+    y = lax.reduce_window(x, init, comb, w, s, [(p[i], p[i + r]) for i in range(r)], window_dilation=dl)
+    return [y.astype(ctx.out_dtype(op))]
+
+
+_CONV_LAYOUTS = {1: ("NCH", "OIH", "NCH"), 2: ("NCHW", "OIHW", "NCHW"), 3: ("NCDHW", "OIDHW", "NCDHW")}
+
+
+@rule("ik.conv")
+def _conv(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+    """``conv_general_dilated`` with input (lhs) dilation; negative padding crops, as in XLA.
+    Accumulates as the reference: f64 for f64, f32 for other floats, i64 for integers."""
+    import jax.numpy as jnp
+    from jax import lax
+
+    from irkit.ir.ops_window import conv_attrs
+
+    a = ctx.attrs(op)
+    n = _by_name(op, xs)
+    x, w = n["x"], n["weight"]
+    ns = x.ndim - 2
+    s, p, dl, ld, g = conv_attrs(a, ns)
+    dt = np.dtype(x.dtype)
+    acc = np.dtype(np.float64) if dt == np.float64 else np.dtype(np.float32) if (dt.kind == "f" or dt in _HALF) \
+        else np.dtype(np.int64)
+    xin, win = (x, w) if dt.kind == "f" else (x.astype(acc), w.astype(acc))
+    pads = [(p[i], p[i + ns]) for i in range(ns)]
+    if any(v < 0 for v in p):
+        # XLA:CPU reads out of bounds for some negative conv paddings (jax 0.10.2: garbage values), so
+        # dilate, pad and crop the input with one lax.pad (interior = lhs_dilation - 1) instead.
+        xin = lax.pad(xin, _scalar(0, xin.dtype), [(0, 0, 0), (0, 0, 0)] + [(lo, hi, f - 1) for (lo, hi), f in
+                                                                          zip(pads, ld)])
+        pads, ld = [(0, 0)] * ns, (1,) * ns
+    r = lax.conv_general_dilated(
+        xin,
+        win,
+        window_strides=s,
+        padding=pads,
+        lhs_dilation=ld,
+        rhs_dilation=dl,
+        dimension_numbers=_CONV_LAYOUTS[ns],
+        feature_group_count=g,
+        precision=ctx.precision(),
+        preferred_element_type=acc,
+    )
+    if "bias" in n:
+        r = r + n["bias"].astype(acc).reshape((1, -1) + (1,) * ns)
+    return [r.astype(ctx.out_dtype(op))]
+
+
+# --------------------------------------------------------------------------------------------
 # Entry point
 # --------------------------------------------------------------------------------------------
 
@@ -919,7 +1347,7 @@ def lower_to_jax(
     )
     if missing:
         raise LoweringError(
-            f"no XLA lowering for {', '.join(missing)}; add rules to RULES in "
+            f"no XLA lowering for {', '.join(missing)}; add rules to XLA_RULES in "
             "irkit/targets/xla_lower.py"
         )
     b = dict(bindings)

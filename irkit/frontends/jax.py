@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from irkit.frontends import jax_emit_index as index
 from irkit.frontends.common import (
     FrontendError,
     UnsupportedOps,
@@ -49,7 +50,7 @@ from irkit.frontends.jax_emit import (
 from irkit.frontends.jax_stablehlo import import_hlo, import_stablehlo
 from irkit.ir.builder import Builder
 from irkit.ir.core import Function, Graph, Location, Module, Value
-from irkit.ir.types import Dim, SymDim, TensorType
+from irkit.ir.types import Dim, DType, SymDim, TensorType
 from irkit.ir.verify import verify
 
 
@@ -252,16 +253,6 @@ def _location(eqn: Any, scope: str) -> Location:
 # The jaxpr walker
 
 
-_UNARY = {"neg": "neg", "abs": "abs", "exp": "exp", "log": "log", "sqrt": "sqrt", "rsqrt": "rsqrt",
-          "tanh": "tanh", "logistic": "sigmoid", "erf": "erf", "sin": "sin", "cos": "cos",
-          "floor": "floor", "ceil": "ceil", "sign": "sign"}
-_BINARY = {"add": "add", "add_any": "add", "sub": "sub", "mul": "mul", "div": "div", "rem": "rem",
-           "pow": "pow", "max": "max", "min": "min"}
-_COMPARE = {"eq", "ne", "lt", "le", "gt", "ge"}
-_IDENTITY = {"copy", "copy_p", "stop_gradient", "sharding_constraint", "optimization_barrier",
-             "pvary", "mesh_cast", "reshard"}
-_REDUCE = {"reduce_sum": "sum", "reduce_max": "max", "reduce_min": "min", "reduce_prod": "prod",
-           "reduce_and": "and", "reduce_or": "or"}
 _CALLS = {"pjit": "jaxpr", "jit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
           "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr",
           "custom_vjp_call_jaxpr": "fun_jaxpr", "remat": "jaxpr", "checkpoint": "jaxpr",
@@ -272,11 +263,7 @@ _Out = Value | list[Value]
 
 
 class _JaxprImporter:
-    """Walks a jaxpr, building IR; ``_p_<primitive>`` methods translate primitives with parameters.
-
-    Each gets the equation, its operands as IR values, its parameters and its
-    result types (from the avals, symbolic dims included).
-    """
+    """Walks a jaxpr, building IR; each primitive translates through its handler in :data:`PRIMITIVES`."""
 
     def __init__(self, jax: Any, builder: Builder, namer: _ConstNamer):
         self.jax = jax
@@ -365,161 +352,423 @@ class _JaxprImporter:
             return self.run(sub, [], ins, scope, loc)
         raise Unsupported(f"call of a {type(sub).__name__}")
 
-    def dims(self, shape: Iterable[Any]) -> tuple[Dim, ...]:
-        return tuple(sym_dim(d) for d in shape)
-
     def eqn(self, eqn: Any, ins: list[Value], scope: str) -> list[Value]:
         prim = eqn.primitive.name
         p = eqn.params
-        em = self.em
+        if prim in _REFUSED:
+            raise Unsupported(_REFUSED[prim])  # a reason is printed after the primitive's name
         out_types = [_tensor_type(v.aval) for v in eqn.outvars]
-        out_t = out_types[0] if out_types else None
         if prim in _CALLS and _CALLS[prim] in p:
             inner = scope
             if prim in ("pjit", "jit") and p.get("name"):
                 inner = "/".join(x for x in (scope, f"jit({p['name']})") if x)
             return self.call(p[_CALLS[prim]], ins, inner)
-        if prim in _UNARY:
-            return [em.unary(_UNARY[prim], ins[0])]
-        if prim in _BINARY:
-            x, y = ins
-            if x.dtype != y.dtype:
-                x, y = em.cast(x, out_t.dtype), em.cast(y, out_t.dtype)
-            return [em.binary(_BINARY[prim], x, y)]
-        if prim in _COMPARE:
-            return [em.binary(prim, *ins)]
-        if prim in _IDENTITY:
-            return list(ins)
-        if prim in _REDUCE:
-            return [em.reduce(_REDUCE[prim], ins[0], p["axes"])]
-        handler = getattr(self, f"_p_{prim}", None)
+        handler = PRIMITIVES.get(prim)
         if handler is None:
             raise Unsupported(prim)
-        out = handler(eqn, ins, p, out_types)
+        out = handler(self, eqn, ins, p, out_types)
         return out if isinstance(out, list) else [out]
 
-    # -- primitives with parameters ------------------------------------------------
-    def _p_square(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
-        return self.em.binary("mul", ins[0], ins[0])
 
-    def _p_integer_pow(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
-        return self.em.integer_pow(ins[0], int(p["y"]))
+# ---------------------------------------------------------------------------
+# The primitive table: one handler per jaxpr primitive, registered with @_prim.
+#
+# A handler gets the importer, the equation, its operands as IR values, its
+# parameters and its result types (from the avals, symbolic dims included).
 
-    def _p_exp2(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
-        return self.em.unary("exp", self.em.binary("mul", ins[0], self.em.scalar(np.log(2.0), ins[0].dtype)))
+_Handler = Callable[[_JaxprImporter, Any, list[Value], Mapping[str, Any], list[TensorType]], _Out]
+PRIMITIVES: dict[str, _Handler] = {}
 
-    def _p_log1p(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
-        return self.em.unary("log", self.em.binary("add", ins[0], self.em.scalar(1, ins[0].dtype)))
 
-    def _p_expm1(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
-        return self.em.binary("sub", self.em.unary("exp", ins[0]), self.em.scalar(1, ins[0].dtype))
+def _prim(*names: str) -> Callable[[_Handler], _Handler]:
+    def reg(fn: _Handler) -> _Handler:
+        for n in names:
+            PRIMITIVES[n] = fn
+        return fn
+    return reg
 
-    def _p_tan(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
-        return self.em.binary("div", self.em.unary("sin", ins[0]), self.em.unary("cos", ins[0]))
 
-    def _p_erfc(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
-        return self.em.binary("sub", self.em.scalar(1, ins[0].dtype), self.em.unary("erf", ins[0]))
+_UNARY = {"neg": "neg", "abs": "abs", "exp": "exp", "log": "log", "sqrt": "sqrt", "rsqrt": "rsqrt",
+          "tanh": "tanh", "logistic": "sigmoid", "erf": "erf", "sin": "sin", "cos": "cos",
+          "floor": "floor", "ceil": "ceil", "sign": "sign", "tan": "tan", "asin": "asin", "acos": "acos",
+          "atan": "atan", "sinh": "sinh", "cosh": "cosh", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh",
+          "log1p": "log1p", "expm1": "expm1", "erf_inv": "erfinv", "lgamma": "lgamma", "digamma": "digamma",
+          "population_count": "popcount", "clz": "clz"}
+_BINARY = {"add": "add", "add_any": "add", "sub": "sub", "mul": "mul", "div": "div", "rem": "rem",
+           "pow": "pow", "atan2": "atan2", "nextafter": "nextafter", "shift_left": "shift_left",
+           "shift_right_logical": "shift_right_logical", "shift_right_arithmetic": "shift_right_arithmetic"}
+_COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")
+_IDENTITY = ("copy", "copy_p", "stop_gradient", "sharding_constraint", "optimization_barrier",
+             "pvary", "mesh_cast", "reshard", "device_put")
+_REDUCE = {"reduce_sum": "sum", "reduce_max": "max", "reduce_min": "min", "reduce_prod": "prod",
+           "reduce_and": "and", "reduce_or": "or"}
+_OUT_OF_SCOPE = ("cholesky", "eig", "eigh", "lu", "lu_pivots_to_permutation", "qr", "householder_product", "svd",
+                 "triangular_solve", "tridiagonal", "tridiagonal_solve", "schur", "hessenberg")
+_RANDOM = ("random_bits", "random_seed", "random_split", "random_fold_in", "random_wrap", "random_unwrap",
+           "threefry2x32", "rng_bit_generator", "rng_uniform", "random_gamma_grad")
+_REFUSED = {**{n: "a linear-algebra decomposition; out of scope" for n in _OUT_OF_SCOPE},
+            **{n: "a random-number primitive; out of scope" for n in _RANDOM},
+            **{n: "a special function with no IR op" for n in
+               ("igamma", "igammac", "igamma_grad_a", "regularized_incomplete_beta", "bessel_i0e", "bessel_i1e",
+                "polygamma", "zeta", "random_gamma_grad")},
+            "bitcast_convert_type": "reinterpreting bits has no IR op",
+            "fft": "complex numbers are out of scope",
+            "select_and_scatter_add": "a gradient of max pooling; training is out of scope",
+            "select_and_gather_add": "a gradient of max pooling; training is out of scope"}
 
-    def _p_is_finite(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
-        return self.em.is_finite(ins[0])
 
-    def _p_not(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
-        return self.em.bitwise_not(ins[0])
+def _unary(name: str) -> _Handler:
+    return lambda imp, eqn, ins, p, ot: imp.em.unary(name, ins[0])
 
-    def _p_and(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
-        return self.em.logical("and", *ins)
 
-    def _p_or(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
-        return self.em.logical("or", *ins)
+def _binary(name: str) -> _Handler:
+    def h(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
+        x, y = ins
+        if x.dtype != y.dtype:
+            x, y = imp.em.cast(x, ot[0].dtype), imp.em.cast(y, ot[0].dtype)
+        return imp.em.binary(name, x, y)
+    return h
 
-    def _p_xor(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
-        return self.em.logical("xor", *ins)
 
-    def _p_select_n(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
-        return self.em.select_n(ins[0], ins[1:])
+def _reduce(kind: str) -> _Handler:
+    return lambda imp, eqn, ins, p, ot: imp.em.reduce(kind, ins[0], p["axes"])
 
-    def _p_clamp(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
-        return self.em.clamp(*ins)
 
-    def _p_convert_element_type(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
-        return self.em.cast(ins[0], ot[0].dtype)
+for _n, _ir in _UNARY.items():
+    PRIMITIVES[_n] = _unary(_ir)
+for _n, _ir in _BINARY.items():
+    PRIMITIVES[_n] = _binary(_ir)
+for _n in _COMPARE:
+    PRIMITIVES[_n] = _binary(_n)
+for _n, _k in _REDUCE.items():
+    PRIMITIVES[_n] = _reduce(_k)
+for _n in _IDENTITY:
+    PRIMITIVES[_n] = lambda imp, eqn, ins, p, ot: list(ins)
 
-    def _p_reduce_precision(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
-        return self.em.reduce_precision(ins[0], int(p["exponent_bits"]), int(p["mantissa_bits"]))
 
-    def _p_dim_as_value(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
-        return self.em.op("dim_value", dim=(sym_dim(p["dim"]),), dtype=ot[0].dtype)
+def _dims(shape: Iterable[Any]) -> tuple[Dim, ...]:
+    return tuple(sym_dim(d) for d in shape)
 
-    def _p_broadcast_in_dim(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
-        return self.em.broadcast_in_dim(ins[0], self.dims(p["shape"]), p["broadcast_dimensions"])
 
-    def _p_reshape(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
-        x = ins[0]
-        if p.get("dimensions") is not None:
-            x = self.em.transpose(x, p["dimensions"])
-        return self.em.reshape(x, ot[0].shape)
+@_prim("max", "min")
+def _p_max(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
+    return imp.em.minmax(eqn.primitive.name, ins[0], ins[1])
 
-    def _p_squeeze(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
-        return self.em.reshape(ins[0], ot[0].shape)
 
-    _p_expand_dims = _p_squeeze
+@_prim("square")
+def _p_square(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
+    return imp.em.binary("mul", ins[0], ins[0])
 
-    def _p_transpose(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
-        return self.em.transpose(ins[0], p["permutation"])
 
-    def _p_argmax(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
-        return self.em.argmax(ins[0], int(p["axes"][0]), ot[0].dtype)
+@_prim("integer_pow")
+def _p_integer_pow(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any],
+                   ot: list[TensorType]) -> _Out:
+    return imp.em.integer_pow(ins[0], int(p["y"]))
 
-    def _p_argmin(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
-        return self.em.argmax(ins[0], int(p["axes"][0]), ot[0].dtype, argmin=True)
 
-    def _p_iota(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
-        return self.em.iota(self.dims(p["shape"]), int(p["dimension"]), ot[0].dtype)
+@_prim("exp2")
+def _p_exp2(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
+    em = imp.em
+    return em.unary("exp", em.binary("mul", ins[0], em.scalar(np.log(2.0), ins[0].dtype)))
 
-    def _p_concatenate(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
-        return self.em.concat(ins, int(p["dimension"]))
 
-    def _p_split(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
-        return self.em.split(ins[0], self.dims(p["sizes"]), int(p["axis"]))
+@_prim("erfc")
+def _p_erfc(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
+    return imp.em.binary("sub", imp.em.scalar(1, ins[0].dtype), imp.em.unary("erf", ins[0]))
 
-    def _p_pad(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
-        cfg = p["padding_config"]
-        return self.em.pad(ins[0], ins[1], [c[0] for c in cfg], [c[1] for c in cfg], [c[2] for c in cfg])
 
-    def _p_slice(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
-        return self.em.slice(ins[0], self.dims(p["start_indices"]), self.dims(p["limit_indices"]), p.get("strides"))
+@_prim("cbrt")
+def _p_cbrt(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
+    return imp.em.cbrt(ins[0])
 
-    def _p_dynamic_slice(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
-        return self.em.dynamic_slice(ins[0], ins[1:], self.dims(p["slice_sizes"]))
 
-    def _p_gather(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
-        dn = p["dimension_numbers"]
-        mode = str(p.get("mode", ""))
-        return self.em.gather(
-            ins[0], ins[1], offset_dims=dn.offset_dims, collapsed_slice_dims=dn.collapsed_slice_dims,
-            start_index_map=dn.start_index_map, operand_batching_dims=dn.operand_batching_dims,
-            start_indices_batching_dims=dn.start_indices_batching_dims, index_vector_dim=ins[1].type.rank - 1,
-            slice_sizes=self.dims(p["slice_sizes"]), out_shape=ot[0].shape, clamp="CLIP" in mode)
+@_prim("round")
+def _p_round(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
+    # RoundingMethod.AWAY_FROM_ZERO is 0, TO_NEAREST_EVEN is 1.
+    return imp.em.round(ins[0], away_from_zero=int(p["rounding_method"]) == 0)
 
-    def _p_dot_general(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
-        (lc, rc), (lb, rb) = p["dimension_numbers"]
-        return self.em.dot_general(ins[0], ins[1], lc, rc, lb, rb, ot[0].dtype)
 
-    def _p_conv_general_dilated(self, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
-        dn = p["dimension_numbers"]
-        return self.em.conv(
-            ins[0], ins[1], strides=p["window_strides"], padding=p["padding"], lhs_dilation=p["lhs_dilation"],
-            rhs_dilation=p["rhs_dilation"], lhs_spec=dn.lhs_spec, rhs_spec=dn.rhs_spec, out_spec=dn.out_spec,
-            feature_group_count=int(p["feature_group_count"]), batch_group_count=int(p["batch_group_count"]),
-            out_dtype=ot[0].dtype)
+@_prim("is_finite")
+def _p_is_finite(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any],
+                 ot: list[TensorType]) -> _Out:
+    return imp.em.is_finite(ins[0])
+
+
+@_prim("not")
+def _p_not(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
+    return imp.em.bitwise_not(ins[0])
+
+
+@_prim("and", "or", "xor")
+def _p_logical(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
+    return imp.em.logical(eqn.primitive.name, *ins)
+
+
+@_prim("select_n")
+def _p_select_n(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
+    return imp.em.select_n(ins[0], ins[1:])
+
+
+@_prim("clamp")
+def _p_clamp(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
+    return imp.em.clamp(*ins)
+
+
+@_prim("convert_element_type")
+def _p_convert(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
+    return imp.em.cast(ins[0], ot[0].dtype)
+
+
+@_prim("reduce_precision")
+def _p_reduce_precision(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any],
+                        ot: list[TensorType]) -> _Out:
+    return imp.em.reduce_precision(ins[0], int(p["exponent_bits"]), int(p["mantissa_bits"]))
+
+
+@_prim("dim_as_value")
+def _p_dim_as_value(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any],
+                    ot: list[TensorType]) -> _Out:
+    return imp.em.op("dim_value", dim=(sym_dim(p["dim"]),), dtype=ot[0].dtype)
+
+
+@_prim("broadcast_in_dim")
+def _p_broadcast_in_dim(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any],
+                        ot: list[TensorType]) -> _Out:
+    return imp.em.broadcast_in_dim(ins[0], _dims(p["shape"]), p["broadcast_dimensions"])
+
+
+@_prim("reshape")
+def _p_reshape(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
+    x = ins[0]
+    if p.get("dimensions") is not None:
+        x = imp.em.transpose(x, p["dimensions"])
+    return imp.em.reshape(x, ot[0].shape)
+
+
+@_prim("squeeze", "expand_dims")
+def _p_squeeze(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
+    return imp.em.reshape(ins[0], ot[0].shape)
+
+
+@_prim("transpose")
+def _p_transpose(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any],
+                 ot: list[TensorType]) -> _Out:
+    return imp.em.transpose(ins[0], p["permutation"])
+
+
+@_prim("rev")
+def _p_rev(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
+    return imp.em.reverse(ins[0], p["dimensions"])
+
+
+@_prim("argmax", "argmin")
+def _p_argmax(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
+    return imp.em.argmax(ins[0], int(p["axes"][0]), ot[0].dtype, argmin=eqn.primitive.name == "argmin")
+
+
+@_prim("iota")
+def _p_iota(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
+    return imp.em.iota(_dims(p["shape"]), int(p["dimension"]), ot[0].dtype)
+
+
+@_prim("concatenate")
+def _p_concatenate(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any],
+                   ot: list[TensorType]) -> _Out:
+    return imp.em.concat(ins, int(p["dimension"]))
+
+
+@_prim("split")
+def _p_split(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
+    return imp.em.split(ins[0], _dims(p["sizes"]), int(p["axis"]))
+
+
+@_prim("pad")
+def _p_pad(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
+    cfg = p["padding_config"]
+    return imp.em.pad(ins[0], ins[1], [c[0] for c in cfg], [c[1] for c in cfg], [c[2] for c in cfg])
+
+
+@_prim("slice")
+def _p_slice(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
+    return imp.em.slice(ins[0], _dims(p["start_indices"]), _dims(p["limit_indices"]), p.get("strides"))
+
+
+@_prim("dynamic_slice")
+def _p_dynamic_slice(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any],
+                     ot: list[TensorType]) -> _Out:
+    return index.dynamic_slice(imp.em, ins[0], ins[1:], _dims(p["slice_sizes"]))
+
+
+@_prim("dynamic_update_slice")
+def _p_dynamic_update_slice(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any],
+                            ot: list[TensorType]) -> _Out:
+    return index.dynamic_update_slice(imp.em, ins[0], ins[1], ins[2:])
+
+
+@_prim("gather")
+def _p_gather(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
+    dn = p["dimension_numbers"]
+    fill = None
+    if "FILL" in str(p.get("mode", "")):
+        fv = p.get("fill_value")
+        dt = ins[0].dtype
+        if fv is None:
+            fv = np.nan if dt.is_float else (True if dt == DType.bool else
+                                             (np.iinfo(dt.np).max if dt.is_unsigned else np.iinfo(dt.np).min))
+        fill = imp.em.scalar(fv, dt)
+    return index.gather(
+        imp.em, ins[0], ins[1], offset_dims=dn.offset_dims, collapsed_slice_dims=dn.collapsed_slice_dims,
+        start_index_map=dn.start_index_map, operand_batching_dims=dn.operand_batching_dims,
+        start_indices_batching_dims=dn.start_indices_batching_dims, index_vector_dim=ins[1].type.rank - 1,
+        slice_sizes=_dims(p["slice_sizes"]), fill=fill)
+
+
+_SCATTER_KIND = {"scatter": None, "scatter-add": "add", "scatter_add": "add", "scatter-mul": "mul",
+                 "scatter_mul": "mul", "scatter-min": "min", "scatter_min": "min", "scatter-max": "max",
+                 "scatter_max": "max", "scatter-sub": "sub", "scatter_sub": "sub"}
+
+
+def _combiner(jaxpr: Any) -> str | None:
+    """none/add/mul/max/min when a reducer jaxpr (x, y) -> r is y or one such op on x and y."""
+    if jaxpr is None:
+        return None
+    inner = getattr(jaxpr, "jaxpr", jaxpr)
+    a, b = inner.invars[:2] if len(inner.invars) >= 2 else (None, None)
+    if not inner.eqns and list(inner.outvars) == [b]:
+        return "none"
+    if len(inner.eqns) != 1:
+        return None
+    e = inner.eqns[0]
+    kinds = {"add": "add", "mul": "mul", "max": "max", "min": "min", "or": "max", "and": "min"}
+    if e.primitive.name in kinds and set(e.invars) == {a, b} and list(inner.outvars) == list(e.outvars):
+        return kinds[e.primitive.name]
+    return None
+
+
+@_prim(*_SCATTER_KIND)
+def _p_scatter(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
+    kind = _SCATTER_KIND[eqn.primitive.name]
+    operand, indices, updates = ins
+    if kind is None:
+        kind = "none" if p.get("update_jaxpr") is None else _combiner(p["update_jaxpr"])
+        if kind is None:
+            raise Unsupported("scatter with a combiner other than overwrite/add/mul/min/max")
+    if kind == "sub":
+        kind, updates = "add", imp.em.unary("neg", updates)
+    dn = p["dimension_numbers"]
+    return index.scatter(
+        imp.em, operand, indices, updates, update_window_dims=dn.update_window_dims,
+        inserted_window_dims=dn.inserted_window_dims, scatter_dims_to_operand_dims=dn.scatter_dims_to_operand_dims,
+        operand_batching_dims=dn.operand_batching_dims,
+        scatter_indices_batching_dims=dn.scatter_indices_batching_dims, index_vector_dim=indices.type.rank - 1,
+        reduction=kind, clip="CLIP" in str(p.get("mode", "")))
+
+
+@_prim("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp")
+def _p_cumulative(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any],
+                  ot: list[TensorType]) -> _Out:
+    return imp.em.cumulative(eqn.primitive.name[3:], ins[0], int(p["axis"]), bool(p["reverse"]))
+
+
+def _window_args(p: Mapping[str, Any]) -> dict[str, Any]:
+    return {"window": p["window_dimensions"], "strides": p["window_strides"], "padding": p["padding"],
+            "base_dilation": p["base_dilation"], "window_dilation": p["window_dilation"]}
+
+
+@_prim("reduce_window_sum", "reduce_window_max", "reduce_window_min")
+def _p_reduce_window_kind(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any],
+                          ot: list[TensorType]) -> _Out:
+    return imp.em.reduce_window(eqn.primitive.name[len("reduce_window_"):], ins[0], **_window_args(p))
+
+
+@_prim("reduce_window")
+def _p_reduce_window(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any],
+                     ot: list[TensorType]) -> _Out:
+    if len(ins) != 2:
+        raise Unsupported(f"reduce_window of {len(ins) // 2} operands")
+    kind = {"add": "sum", "mul": "prod", "max": "max", "min": "min"}.get(_combiner(p["jaxpr"]) or "")
+    if kind is None or p.get("consts"):
+        raise Unsupported("reduce_window with a reducer other than add/mul/max/min")
+    return imp.em.reduce_window(kind, ins[0], init=ins[1], **_window_args(p))
+
+
+def _combiners(jaxpr: Any, n: int) -> list[str] | None:
+    """For a reducer of ``n`` operands ((accs..., xs...) -> outs), the kind (add, mul, max, min)
+    of each output when each is one such op on its own accumulator and element."""
+    inner = getattr(jaxpr, "jaxpr", jaxpr)
+    if len(inner.invars) != 2 * n or len(inner.eqns) != n:
+        return None
+    kinds = {"add": "add", "mul": "mul", "max": "max", "min": "min", "or": "max", "and": "min"}
+    out = []
+    for i, var in enumerate(inner.outvars):
+        e = next((e for e in inner.eqns if var in e.outvars), None)
+        if e is None or e.primitive.name not in kinds or set(e.invars) != {inner.invars[i], inner.invars[n + i]}:
+            return None
+        out.append(kinds[e.primitive.name])
+    return out
+
+
+@_prim("reduce")
+def _p_reduce(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
+    n = len(ins) // 2
+    combs = _combiners(p["jaxpr"], n)
+    if combs is None or p.get("consts"):
+        raise Unsupported("reduce with a reducer other than add/mul/max/min on each operand")
+    em = imp.em
+    outs = []
+    for x, init, comb in zip(ins[:n], ins[n:], combs):
+        kind = {"add": "sum", "mul": "prod", "max": "max", "min": "min"}[comb]
+        if x.dtype == DType.bool and kind in ("sum", "prod"):
+            kind, comb = ("max", "max") if kind == "sum" else ("min", "min")  # or / and
+        r = em.reduce(kind, x, p["dimensions"])
+        iv = em.const_value(init)
+        if iv is None or iv.reshape(-1)[0] != em.identity_value(kind, x.dtype):
+            r = em.minmax(comb, r, init) if comb in ("max", "min") else em.binary(comb, r, init)
+        outs.append(r)
+    return outs
+
+
+@_prim("sort")
+def _p_sort(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
+    return imp.em.sort(ins, int(p["dimension"]), range(int(p["num_keys"])))
+
+
+@_prim("top_k")
+def _p_top_k(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
+    return imp.em.topk(ins[0], int(p["k"]), int(p.get("axis", -1)), True, ot[1].dtype)
+
+
+@_prim("approx_top_k")
+def _p_approx_top_k(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any],
+                    ot: list[TensorType]) -> _Out:
+    # On CPU and GPU XLA computes approx_top_k exactly; the result is an exact top-k.
+    axis = int(p["reduction_dimension"])
+    k = ot[0].shape[axis]
+    return imp.em.topk(ins[0], int(k), axis, bool(p["is_max_k"]), ot[1].dtype)
+
+
+@_prim("dot_general")
+def _p_dot_general(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any],
+                   ot: list[TensorType]) -> _Out:
+    (lc, rc), (lb, rb) = p["dimension_numbers"]
+    return imp.em.dot_general(ins[0], ins[1], lc, rc, lb, rb, ot[0].dtype)
+
+
+@_prim("conv_general_dilated")
+def _p_conv_general_dilated(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any],
+                            ot: list[TensorType]) -> _Out:
+    dn = p["dimension_numbers"]
+    return imp.em.conv(
+        ins[0], ins[1], strides=p["window_strides"], padding=p["padding"], lhs_dilation=p["lhs_dilation"],
+        rhs_dilation=p["rhs_dilation"], lhs_spec=dn.lhs_spec, rhs_spec=dn.rhs_spec, out_spec=dn.out_spec,
+        feature_group_count=int(p["feature_group_count"]), batch_group_count=int(p["batch_group_count"]),
+        out_dtype=ot[0].dtype)
 
 
 def supported_ops() -> list[str]:
-    """The jaxpr primitives :func:`import_jax` translates (some only in common forms, e.g.
-    ``gather`` as a take along one axis or a slice, ``conv_general_dilated`` in 2-D)."""
-    names = set(_UNARY) | set(_BINARY) | _COMPARE | _IDENTITY | set(_REDUCE) | set(_CALLS)
-    names |= {n[3:] for n in dir(_JaxprImporter) if n.startswith("_p_")}
-    return sorted(names)
+    """The jaxpr primitives :func:`import_jax` translates (a few only in common forms, e.g.
+    ``reduce`` with one operand and an add/mul/max/min reducer)."""
+    return sorted(set(PRIMITIVES) | set(_CALLS))
 
 
 # ---------------------------------------------------------------------------

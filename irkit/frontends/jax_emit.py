@@ -12,11 +12,14 @@ translated to IR once:
   transpose that JAX folded into the contraction stays folded.
 - ``broadcast_in_dim`` becomes transpose (only when dims are permuted), reshape
   (to insert the 1s) and ``ik.broadcast``.
-- ``gather`` is recognised in the two forms Transformers produce: a take along
-  one axis (embedding lookup, ``x[ids]``) becomes ``ik.gather`` plus a transpose
-  into XLA's output layout; a gather at constant start indices (a slice that
-  JAX spelled as a gather, e.g. with symbolic bounds) becomes ``ik.slice``.
-  Anything else raises :class:`Unsupported`, which the importers collect.
+- ``pad`` with interior padding or a padding value that is not a constant is
+  built from concatenations; ``reduce_window`` with base dilation pads the
+  identity between elements first; a product window is a product of strided
+  slices (no IR op reduces windows by multiplication).
+- variadic ``sort`` sorts each key stably with ``ik.sort`` (last key first) and
+  permutes every operand with ``ik.gather_elements``.
+- ``gather``, ``scatter`` and the dynamic slices live in
+  :mod:`irkit.frontends.jax_emit_index`.
 
 Small integer values are folded (:meth:`Emitter.const_value`) with the op
 registry's own reference kernels, so a start index computed by a few ops still
@@ -54,15 +57,17 @@ class Unsupported(Exception):
 
 _NP_TO_IR: dict[str, DType] = {
     "float64": DType.f64, "float32": DType.f32, "float16": DType.f16, "bfloat16": DType.bf16,
-    "int64": DType.i64, "int32": DType.i32, "int8": DType.i8, "bool": DType.bool,
-    # Narrow integer types widen to i32 (as DType.from_numpy does); values fit.
-    "int16": DType.i32, "uint8": DType.i32, "uint16": DType.i32,
+    "int64": DType.i64, "int32": DType.i32, "int16": DType.i16, "int8": DType.i8, "bool": DType.bool,
+    "uint8": DType.ui8, "uint16": DType.ui16, "uint32": DType.ui32, "uint64": DType.ui64,
 }
 
 
 def ir_dtype(dt: Any) -> DType:
-    """The IR dtype of a NumPy/JAX dtype; :class:`Unsupported` for others (complex, uint32, fp8)."""
-    name = np.dtype(dt).name
+    """The IR dtype of a NumPy/JAX dtype; :class:`Unsupported` for others (complex, fp8)."""
+    try:
+        name = np.dtype(dt).name
+    except TypeError:  # jax's extended dtypes (PRNG keys) are no NumPy dtypes
+        raise Unsupported(f"dtype {dt}") from None
     try:
         return _NP_TO_IR[name]
     except KeyError:
@@ -71,8 +76,8 @@ def ir_dtype(dt: Any) -> DType:
 
 _MLIR_TO_IR: dict[str, DType] = {
     "f64": DType.f64, "f32": DType.f32, "f16": DType.f16, "bf16": DType.bf16,
-    "i64": DType.i64, "i32": DType.i32, "i8": DType.i8, "i1": DType.bool,
-    "i16": DType.i32, "ui8": DType.i32, "ui16": DType.i32,
+    "i64": DType.i64, "i32": DType.i32, "i16": DType.i16, "i8": DType.i8, "i1": DType.bool,
+    "ui8": DType.ui8, "ui16": DType.ui16, "ui32": DType.ui32, "ui64": DType.ui64,
 }
 
 
@@ -198,6 +203,13 @@ class Emitter:
         except BuildError as e:
             raise Unsupported(f"{name}: {e}") from None
 
+    def op_results(self, name: str, operands: Sequence[Value], **attrs: Any) -> list[Value]:
+        """Create ``ik.name`` and return all its results."""
+        try:
+            return list(self.b.create(f"ik.{name}", list(operands), attrs).results)
+        except BuildError as e:
+            raise Unsupported(f"{name}: {e}") from None
+
     def constant(self, array: np.ndarray, dtype: DType | None = None, name: str | None = None) -> Value:
         arr = np.asarray(array)
         dt = dtype or ir_dtype(arr.dtype)
@@ -309,19 +321,57 @@ class Emitter:
         return result
 
     def is_finite(self, x: Value) -> Value:
-        # x - x is 0 for finite x and NaN for +-inf and NaN.
-        return self.op("eq", self.op("sub", x, x), self.scalar(0, x.dtype))
+        if not x.dtype.is_float:
+            raise Unsupported(f"is_finite on {x.dtype}")
+        return self.op("isfinite", x)
 
     def bitwise_not(self, x: Value) -> Value:
-        if x.dtype == DType.bool:
-            return self.op("not", x)
-        # Two's complement: ~x == -x - 1.
-        return self.op("sub", self.op("neg", x), self.scalar(1, x.dtype))
+        return self.op("not" if x.dtype == DType.bool else "bitwise_not", x)
 
     def logical(self, name: str, x: Value, y: Value) -> Value:
-        if x.dtype != DType.bool or y.dtype != DType.bool:
+        """XLA and/or/xor: logical on i1, bitwise on integers."""
+        if x.dtype == DType.bool and y.dtype == DType.bool:
+            return self.op(name, x, y)
+        if not x.dtype.is_int:
             raise Unsupported(f"bitwise {name} on {x.dtype}")
+        return self.op(f"bitwise_{name}", x, y)
+
+    def minmax(self, name: str, x: Value, y: Value) -> Value:
+        """XLA max/min; on i1 they are or/and."""
+        if x.dtype == DType.bool:
+            return self.op("or" if name == "max" else "and", x, y)
         return self.op(name, x, y)
+
+    def round(self, x: Value, away_from_zero: bool) -> Value:
+        """XLA round: half to even (``ik.round``) or half away from zero.
+
+        Away from zero is trunc(x) plus sign(x) where the dropped fraction is at least
+        one half; ``floor(|x| + 0.5)`` would round 0.49999997 up in f32.
+        """
+        if not away_from_zero:
+            return self.op("round", x)
+        t = self.op("trunc", x)
+        frac = self.op("abs", self.op("sub", x, t))
+        up = self.op("ge", frac, self.scalar(0.5, x.dtype))
+        return self.op("where", up, self.op("add", t, self.op("sign", x)), t)
+
+    def cbrt(self, x: Value) -> Value:
+        """Real cube root: sign(x) * |x| ** (1/3)."""
+        mag = self.op("pow", self.op("abs", x), self.scalar(1.0 / 3.0, x.dtype))
+        return self.op("mul", self.op("sign", x), mag)
+
+    def identity_value(self, kind: str, dtype: DType) -> Any:
+        """The identity of a reduction ``kind`` (sum, prod, max, min) in ``dtype``."""
+        if kind == "sum":
+            return 0
+        if kind == "prod":
+            return 1
+        if dtype == DType.bool:
+            return kind == "min"
+        if dtype.is_float:
+            return -np.inf if kind == "max" else np.inf
+        info = np.iinfo(dtype.np)
+        return int(info.min if kind == "max" else info.max)
 
     def reduce_precision(self, x: Value, exponent_bits: int, mantissa_bits: int) -> Value:
         widths = {DType.f64: (11, 52), DType.f32: (8, 23), DType.f16: (5, 10), DType.bf16: (8, 7)}
@@ -393,8 +443,7 @@ class Emitter:
     def split(self, x: Value, sizes: Sequence[Dim], axis: int) -> list[Value]:
         if len(sizes) == 1:
             return [x]
-        op = self.b.create("ik.split", [x], {"axis": int(axis), "sizes": tuple(sizes)})
-        return list(op.results)
+        return self.op_results("split", [x], axis=int(axis), sizes=tuple(sizes))
 
     def iota(self, shape: Sequence[Dim], axis: int, dtype: DType) -> Value:
         return self.op("iota", shape=tuple(shape), axis=int(axis), dtype=dtype)
@@ -410,14 +459,16 @@ class Emitter:
 
     def pad(self, x: Value, value: Value, low: Sequence[int], high: Sequence[int],
             interior: Sequence[int]) -> Value:
-        """XLA pad with a constant padding value; negative padding slices."""
-        if any(int(i) != 0 for i in interior):
-            raise Unsupported("pad with interior padding")
-        pv = self.const_value(value)
-        if pv is None or pv.size != 1:
-            raise Unsupported("pad with a non-constant padding value")
+        """XLA pad: negative edge padding slices; interior padding and a padding value
+        that is not a constant are built from concatenations (no IR op has either)."""
         low = [int(v) for v in low]
         high = [int(v) for v in high]
+        interior = [int(v) for v in interior]
+        pv = self.const_value(value)
+        const_fill = pv is not None and pv.size == 1
+        for axis, k in enumerate(interior):
+            if k > 0:
+                x = self.interior_pad(x, axis, k, value)
         if any(v < 0 for v in low + high):
             start = [max(0, -v) for v in low]
             limit = [dim_sub(d, max(0, -h)) for d, h in zip(x.shape, high)]
@@ -426,8 +477,46 @@ class Emitter:
             high = [max(0, v) for v in high]
         if not any(low + high):
             return x
-        fill = pv.reshape(()).item()
-        return self.op("pad", x, pads=tuple(low + high), value=float(fill))
+        if const_fill and x.dtype != DType.bool:
+            assert pv is not None
+            return self.op("pad", x, pads=tuple(low + high), value=float(pv.reshape(()).item()))
+        for axis in range(x.type.rank):
+            parts = []
+            for n, at_end in ((low[axis], False), (high[axis], True)):
+                if n:
+                    shape = list(x.shape)
+                    shape[axis] = n
+                    parts.append((at_end, self.fill(value, shape)))
+            if parts:
+                x = self.concat([p for e, p in parts if not e] + [x] + [p for e, p in parts if e], axis)
+        return x
+
+    def fill(self, value: Value, shape: Sequence[Dim]) -> Value:
+        """A tensor of ``shape`` holding the scalar ``value``."""
+        v = self.reshape(value, ())
+        c = self.const_value(v)
+        if c is not None and all(isinstance(d, int) for d in shape):
+            return self.b.constant(Dense.splat(c.reshape(()).item(), tuple(int(d) for d in shape), v.dtype),
+                                   loc=self.loc)
+        return self.op("broadcast", v, shape=tuple(shape))
+
+    def interior_pad(self, x: Value, axis: int, k: int, value: Value) -> Value:
+        """``k`` copies of ``value`` between neighbours along ``axis``: concatenate a block of
+        fill after every element (as a new dim), flatten, drop the trailing block."""
+        n = x.shape[axis]
+        if not isinstance(n, int):
+            raise Unsupported("interior padding of a symbolic dim")
+        if n <= 1:
+            return x
+        shape = list(x.shape)
+        expanded = shape[:axis + 1] + [1] + shape[axis + 1:]
+        block = shape[:axis + 1] + [k] + shape[axis + 1:]
+        y = self.concat([self.reshape(x, expanded), self.fill(value, block)], axis + 1)
+        flat = shape[:axis] + [n * (k + 1)] + shape[axis + 1:]
+        y = self.reshape(y, flat)
+        limit = list(flat)
+        limit[axis] = n + (n - 1) * k
+        return self.slice(y, [0] * len(flat), limit, None)
 
     # -- reductions ------------------------------------------------------------
     def reduce(self, kind: str, x: Value, axes: Sequence[int]) -> Value:
@@ -448,111 +537,115 @@ class Emitter:
         return self.op(f"reduce_{kind}", x, axes=axes)
 
     def argmax(self, x: Value, axis: int, index_dtype: DType, argmin: bool = False) -> Value:
-        src = x
-        if argmin:
-            if x.dtype == DType.bool:
-                src = self.op("not", x)
-            else:
-                src = self.op("neg", x)
-        if src.dtype == DType.bool:
-            src = self.cast(src, DType.i32)
-        r = self.op("argmax", src, axis=int(axis))
+        """XLA/JAX argmax (argmin): the first index of the extreme value; a NaN counts as extreme."""
+        src = self.cast(x, DType.i32) if x.dtype == DType.bool else x
+        r = self.op("argmin" if argmin else "argmax", src, axis=int(axis))
         return self.cast(r, index_dtype)
 
-    # -- gather ----------------------------------------------------------------
-    def gather(self, operand: Value, indices: Value, *, offset_dims: Sequence[int],
-               collapsed_slice_dims: Sequence[int], start_index_map: Sequence[int],
-               operand_batching_dims: Sequence[int], start_indices_batching_dims: Sequence[int],
-               index_vector_dim: int, slice_sizes: Sequence[Dim], out_shape: Sequence[Dim] | None,
-               clamp: bool) -> Value:
-        """XLA gather in its Transformer forms: take along one axis, or a constant-start slice.
+    # -- scans and windows -------------------------------------------------------
+    def cumulative(self, kind: str, x: Value, axis: int, reverse: bool) -> Value:
+        """jax cumsum/cumprod/cummax/cummin/cumlogsumexp along ``axis``."""
+        axis = int(axis) % max(1, x.type.rank)
+        if kind == "logsumexp":
+            # log(cumsum(exp(x - m))) + m with m the max along the axis (finite, for stability).
+            m = self.op("reduce_max", x, axes=(axis,), keepdims=True)
+            m = self.op("where", self.op("isfinite", m), m, self.scalar(0, x.dtype))
+            e = self.op("exp", self.op("sub", x, m))
+            return self.op("add", self.op("log", self.op("cumsum", e, axis=axis, reverse=bool(reverse))), m)
+        if x.dtype == DType.bool:
+            if kind not in ("max", "min"):
+                raise Unsupported(f"cum{kind} on i1")
+            r = self.op(f"cum{kind}", self.cast(x, DType.i32), axis=axis, reverse=bool(reverse))
+            return self.cast(r, DType.bool)
+        return self.op(f"cum{kind}", x, axis=axis, reverse=bool(reverse))
 
-        ``clamp`` applies XLA's clamping of start indices (StableHLO, and jax's
-        ``mode=clip``); without it indices are promised in bounds.
-        """
-        offset_dims = [int(d) for d in offset_dims]
-        collapsed = [int(d) for d in collapsed_slice_dims]
-        smap = [int(d) for d in start_index_map]
-        sizes = list(slice_sizes)
-        if operand_batching_dims or start_indices_batching_dims:
-            raise Unsupported("gather with batching dims")
-        # Move the index vector dim last (an implicit trailing 1 when it equals the rank).
-        irank = indices.type.rank
-        if index_vector_dim == irank:
-            indices = self.reshape(indices, tuple(indices.shape) + (1,))
-        elif index_vector_dim != irank - 1:
-            perm = [i for i in range(irank) if i != index_vector_dim] + [index_vector_dim]
-            indices = self.transpose(indices, perm)
-        batch_shape = tuple(indices.shape[:-1])
-        rank = operand.type.rank
-        starts = self.const_value(indices) if indices.type.is_static else None
-        n_batch = 1
-        for d in batch_shape:
-            n_batch = n_batch * d if isinstance(d, int) and isinstance(n_batch, int) else -1
-        if starts is not None and n_batch == 1:
-            return self._gather_as_slice(operand, starts.reshape(-1), smap, sizes, collapsed, out_shape)
-        if len(smap) == 1 and collapsed in ([], smap):
-            # A take along axis k; XLA may keep k as a size-1 offset dim instead of collapsing it.
-            k = smap[0]
-            for d in range(rank):
-                want = 1 if d == k else operand.shape[d]
-                if sizes[d] != want:
-                    raise Unsupported("gather of partial slices along a dynamic index")
-            idx = self.reshape(indices, batch_shape)
-            if clamp:
-                n = operand.shape[k]
-                hi = self.scalar(n - 1, idx.dtype) if isinstance(n, int) else self.op(
-                    "sub", self.op("dim_value", dim=(n,), dtype=idx.dtype), self.scalar(1, idx.dtype))
-                idx = self.clamp(self.scalar(0, idx.dtype), idx, hi)
-            g = self.op("gather", operand, idx, axis=k)
-            labels = [("o", d) for d in range(k)] + [("b", j) for j in range(len(batch_shape))] + \
-                [("o", d) for d in range(k + 1, rank)]
-            offset_operand_dims = iter([d for d in range(rank) if d not in collapsed])
-            batch_iter = iter(range(len(batch_shape)))
-            target = []
-            for p in range(len(offset_dims) + len(batch_shape)):
-                target.append(("o", next(offset_operand_dims)) if p in offset_dims else ("b", next(batch_iter)))
-            kept = [t for t in target if t != ("o", k)]
-            y = self.transpose(g, [labels.index(t) for t in kept])
-            if len(kept) != len(target):
-                y = self.reshape(y, [1 if t == ("o", k) else y.shape[kept.index(t)] for t in target])
-            return y
-        raise Unsupported("gather (neither a take along one axis nor a slice at constant starts)")
+    def reduce_window(self, kind: str, x: Value, window: Sequence[int], strides: Sequence[int],
+                      padding: Sequence[tuple[int, int]], base_dilation: Sequence[int],
+                      window_dilation: Sequence[int], init: Value | None = None) -> Value:
+        """XLA reduce_window for sum, max, min (``ik.reduce_window``) and prod (a product of
+        strided slices, one per window position).  Base dilation inserts the identity between
+        elements (interior padding); a non-identity ``init`` is combined at the end."""
+        rank = x.type.rank
+        window = [int(v) for v in window]
+        strides = [int(v) for v in strides] if strides else [1] * rank
+        wdil = [int(v) for v in window_dilation] if window_dilation else [1] * rank
+        bdil = [int(v) for v in base_dilation] if base_dilation else [1] * rank
+        pads = [(int(lo), int(hi)) for lo, hi in padding] if padding else [(0, 0)] * rank
+        if any(not isinstance(d, int) for d in x.shape):
+            raise Unsupported("reduce_window over a symbolic dim")
+        src = x
+        if x.dtype == DType.bool:
+            if kind not in ("max", "min"):
+                raise Unsupported(f"reduce_window {kind} on i1")
+            src = self.cast(x, DType.i32)
+        ident = self.scalar(self.identity_value(kind, src.dtype), src.dtype)
+        if any(b != 1 for b in bdil) or any(lo < 0 or hi < 0 for lo, hi in pads):
+            src = self.pad(src, ident, [0] * rank, [0] * rank, [b - 1 for b in bdil])
+            src = self.pad(src, ident, [min(0, lo) for lo, _ in pads], [min(0, hi) for _, hi in pads], [0] * rank)
+            pads = [(max(0, lo), max(0, hi)) for lo, hi in pads]
+        if kind in ("sum", "max", "min"):
+            r = self.op("reduce_window", src, kind=kind, window=tuple(window), strides=tuple(strides),
+                        pads=tuple(lo for lo, _ in pads) + tuple(hi for _, hi in pads), dilations=tuple(wdil))
+        elif kind == "prod":
+            r = self._window_by_slices("mul", src, ident, window, strides, pads, wdil)
+        else:
+            raise Unsupported(f"reduce_window with a {kind} reducer")
+        if init is not None:
+            iv = self.const_value(init)
+            if iv is None or iv.reshape(-1)[0] != self.identity_value(kind, src.dtype):
+                comb = {"sum": "add", "prod": "mul", "max": "max", "min": "min"}[kind]
+                r = self.op(comb, r, self.cast(self.reshape(init, ()), src.dtype))
+        return self.cast(r, x.dtype)
 
-    def _gather_as_slice(self, operand: Value, starts: np.ndarray, smap: list[int], sizes: list[Dim],
-                         collapsed: list[int], out_shape: Sequence[Dim] | None) -> Value:
-        rank = operand.type.rank
-        start: list[Dim] = [0] * rank
-        for pos, d in enumerate(smap):
-            s = int(starts[pos])
-            dim, size = operand.shape[d], sizes[d]
-            if isinstance(dim, int) and isinstance(size, int):
-                s = min(max(s, 0), dim - size)  # XLA clamps so the slice fits
-            elif s < 0:
-                raise Unsupported("gather at a negative start on a symbolic dim")
-            start[d] = s
-        limit = [dim_add(st, sz) for st, sz in zip(start, sizes)]
-        x = self.slice(operand, start, limit, None)
-        if out_shape is None:
-            out_shape = tuple(sz for d, sz in enumerate(sizes) if d not in collapsed)
-        return self.reshape(x, tuple(out_shape))
+    def _window_by_slices(self, combine: str, x: Value, ident: Value, window: list[int], strides: list[int],
+                          pads: list[tuple[int, int]], wdil: list[int]) -> Value:
+        n_pos = int(np.prod(window)) if window else 1
+        if n_pos > 256:
+            raise Unsupported(f"reduce_window with a {combine} reducer over {n_pos} window positions")
+        rank = x.type.rank
+        xp = self.pad(x, ident, [lo for lo, _ in pads], [hi for _, hi in pads], [0] * rank)
+        dims = [int(d) for d in xp.shape]
+        out = [(d - wd * (w - 1) - 1) // s + 1 for d, w, s, wd in zip(dims, window, strides, wdil)]
+        if any(o <= 0 for o in out):
+            raise Unsupported("reduce_window with an empty result")
+        acc: Value | None = None
+        for pos in np.ndindex(*window):
+            start = [p * wd for p, wd in zip(pos, wdil)]
+            limit = [st + (o - 1) * s + 1 for st, o, s in zip(start, out, strides)]
+            part = self.slice(xp, start, limit, strides)
+            acc = part if acc is None else self.op(combine, acc, part)
+        assert acc is not None
+        return acc
 
-    def dynamic_slice(self, x: Value, starts: Sequence[Value], sizes: Sequence[Dim]) -> Value:
-        """XLA dynamic_slice at starts that fold to constants (clamped as XLA does)."""
-        start: list[Dim] = []
-        for i, (sv, size) in enumerate(zip(starts, sizes)):
-            c = self.const_value(sv)
-            if c is None:
-                raise Unsupported("dynamic_slice at a start index that is not constant")
-            s = int(c.reshape(()))
-            dim = x.shape[i]
-            if isinstance(dim, int) and isinstance(size, int):
-                s = min(max(s, 0), dim - size)
-            elif s != 0:
-                raise Unsupported("dynamic_slice at a non-zero start on a symbolic dim")
-            start.append(s)
-        limit = [dim_add(s, z) for s, z in zip(start, sizes)]
-        return self.slice(x, start, limit, None)
+    def reverse(self, x: Value, axes: Sequence[int]) -> Value:
+        axes = tuple(int(a) for a in axes)
+        return x if not axes else self.op("reverse", x, axes=axes)
+
+    # -- sorting -------------------------------------------------------------------
+    def sort_indices(self, key: Value, axis: int, descending: bool = False) -> Value:
+        """The stable sorting permutation of ``key`` along ``axis`` (i64)."""
+        if key.dtype == DType.bool:
+            key = self.cast(key, DType.i32)
+        return self.op_results("sort", [key], axis=int(axis), descending=bool(descending))[1]
+
+    def sort(self, operands: Sequence[Value], axis: int, keys: Sequence[int], descending: bool = False) -> list[Value]:
+        """XLA's variadic sort, lexicographic on ``operands[k]`` for k in ``keys`` (most
+        significant first): stable sorts from the least significant key to the most, then
+        every operand is permuted with ``ik.gather_elements``."""
+        axis = int(axis) % operands[0].type.rank
+        key_vals = [operands[k] for k in keys]
+        if len(operands) == 1 and key_vals[0].dtype != DType.bool:
+            return [self.op_results("sort", [key_vals[0]], axis=axis, descending=bool(descending))[0]]
+        perm = self.sort_indices(key_vals[-1], axis, descending)
+        for k in reversed(key_vals[:-1]):
+            idx = self.sort_indices(self.op("gather_elements", k, perm, axis=axis), axis, descending)
+            perm = self.op("gather_elements", perm, idx, axis=axis)
+        return [self.op("gather_elements", v, perm, axis=axis) for v in operands]
+
+    def topk(self, x: Value, k: int, axis: int, largest: bool, index_dtype: DType) -> list[Value]:
+        src = self.cast(x, DType.i32) if x.dtype == DType.bool else x
+        vals, idx = self.op_results("topk", [src], k=int(k), axis=int(axis), largest=bool(largest))
+        return [self.cast(vals, x.dtype), self.cast(idx, index_dtype)]
 
     # -- convolution -------------------------------------------------------------
     def conv(self, x: Value, w: Value, *, strides: Sequence[int], padding: Sequence[tuple[int, int]],

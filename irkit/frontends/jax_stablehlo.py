@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from irkit.frontends import jax_emit_index as index
 from irkit.frontends.common import FrontendError, UnsupportedOps, sanitize_name
 from irkit.frontends.jax_emit import (
     Emitter,
@@ -162,14 +163,35 @@ _UNARY = {"stablehlo.negate": "neg", "stablehlo.abs": "abs", "stablehlo.exponent
           "stablehlo.log": "log", "stablehlo.sqrt": "sqrt", "stablehlo.rsqrt": "rsqrt",
           "stablehlo.tanh": "tanh", "stablehlo.logistic": "sigmoid", "stablehlo.sine": "sin",
           "stablehlo.cosine": "cos", "stablehlo.floor": "floor", "stablehlo.ceil": "ceil",
-          "stablehlo.sign": "sign", "chlo.erf": "erf"}
+          "stablehlo.sign": "sign", "chlo.erf": "erf", "stablehlo.tan": "tan", "chlo.tan": "tan",
+          "chlo.asin": "asin", "chlo.acos": "acos", "chlo.atan": "atan", "chlo.sinh": "sinh", "chlo.cosh": "cosh",
+          "chlo.asinh": "asinh", "chlo.acosh": "acosh", "chlo.atanh": "atanh", "stablehlo.log_plus_one": "log1p",
+          "stablehlo.exponential_minus_one": "expm1", "chlo.erf_inv": "erfinv", "chlo.lgamma": "lgamma",
+          "chlo.digamma": "digamma", "stablehlo.popcnt": "popcount", "stablehlo.count_leading_zeros": "clz",
+          "stablehlo.round_nearest_even": "round", "chlo.is_inf": "isinf"}
 _BINARY = {"stablehlo.add": "add", "stablehlo.subtract": "sub", "stablehlo.multiply": "mul",
            "stablehlo.divide": "div", "stablehlo.remainder": "rem", "stablehlo.power": "pow",
-           "stablehlo.maximum": "max", "stablehlo.minimum": "min"}
+           "stablehlo.atan2": "atan2", "chlo.next_after": "nextafter", "stablehlo.shift_left": "shift_left",
+           "stablehlo.shift_right_logical": "shift_right_logical",
+           "stablehlo.shift_right_arithmetic": "shift_right_arithmetic"}
+_MINMAX = {"stablehlo.maximum": "max", "stablehlo.minimum": "min"}
 _LOGICAL = {"stablehlo.and": "and", "stablehlo.or": "or", "stablehlo.xor": "xor"}
+_REFUSED = {
+    **{f"stablehlo.{n}": "a linear-algebra decomposition; out of scope" for n in ("cholesky", "triangular_solve")},
+    **{n: "a random-number op; out of scope" for n in ("stablehlo.rng", "stablehlo.rng_bit_generator")},
+    **{f"chlo.{n}": "a special function with no IR op" for n in (
+        "igamma", "igammac", "bessel_i0e", "bessel_i1e", "polygamma", "zeta", "regularized_incomplete_beta")},
+    "stablehlo.bitcast_convert": "reinterpreting bits has no IR op",
+    "stablehlo.fft": "complex numbers are out of scope",
+    "stablehlo.select_and_scatter": "a gradient of max pooling; training is out of scope",
+    "stablehlo.while": "loops are out of scope (jax writes igamma and friends as while loops)",
+    "stablehlo.case": "control flow is out of scope",
+    "stablehlo.if": "control flow is out of scope",
+}
 _COMPARE = {"EQ": "eq", "NE": "ne", "LT": "lt", "LE": "le", "GT": "gt", "GE": "ge"}
 _REDUCER = {"stablehlo.add": "sum", "stablehlo.maximum": "max", "stablehlo.minimum": "min",
             "stablehlo.multiply": "prod", "stablehlo.and": "and", "stablehlo.or": "or"}
+_WINDOW_KIND = {"sum": "sum", "max": "max", "min": "min", "prod": "prod", "or": "max", "and": "min"}
 _COMBINE = {"sum": "add", "max": "max", "min": "min", "prod": "mul", "and": "and", "or": "or"}
 _IDENTITY_CALLS = {"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "annotate_device_placement",
                    "MoveToHost", "MoveToDevice"}
@@ -349,20 +371,9 @@ class _Walker:
 
     # -- ops ----------------------------------------------------------------------------
     def op(self, op: Any, name: str, ins: list[_Slot], depth: int) -> list[_Slot]:
-        em = self.em
-        if name in _UNARY:
-            return [self.out(em.unary(_UNARY[name], self.value(ins[0])))]
-        if name in _BINARY:
-            k = self._known_binary(name, ins, op)
-            if k is not None:
-                return [k]
-            return [self.out(em.binary(_BINARY[name], self.value(ins[0]), self.value(ins[1])))]
-        if name in _LOGICAL:
-            x, y = self.value(ins[0]), self.value(ins[1])
-            return [self.out(em.logical(_LOGICAL[name], x, y))]
         handler = _HANDLERS.get(name)
         if handler is None:
-            raise Unsupported(name)
+            raise Unsupported(_REFUSED.get(name, name))  # a reason is printed after the op's name
         return handler(self, op, ins, depth)
 
     def _known_binary(self, name: str, ins: list[_Slot], op: Any) -> _Slot | None:
@@ -407,6 +418,30 @@ def _handles(*names: str) -> Callable[[Callable[..., list[_Slot]]], Callable[...
             _HANDLERS[n] = fn
         return fn
     return reg
+
+
+def _unary(name: str) -> Callable[[_Walker, Any, list[_Slot], int], list[_Slot]]:
+    return lambda w, op, ins, depth: [w.out(w.em.unary(name, w.value(ins[0])))]
+
+
+def _binary(opname: str, name: str) -> Callable[[_Walker, Any, list[_Slot], int], list[_Slot]]:
+    def h(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
+        k = w._known_binary(opname, ins, op)
+        if k is not None:
+            return [k]
+        x, y = w.value(ins[0]), w.value(ins[1])
+        if name in ("max", "min"):
+            return [w.out(w.em.minmax(name, x, y))]
+        if name in ("and", "or", "xor"):
+            return [w.out(w.em.logical(name, x, y))]
+        return [w.out(w.em.binary(name, x, y))]
+    return h
+
+
+for _n, _ir in _UNARY.items():
+    _HANDLERS[_n] = _unary(_ir)
+for _n, _ir in {**_BINARY, **_MINMAX, **_LOGICAL}.items():
+    _HANDLERS[_n] = _binary(_n, _ir)
 
 
 def _attr(op: Any, key: str) -> Any:
@@ -554,7 +589,28 @@ def _real_dyn_slice(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_
 def _dyn_slice(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     sizes = _ints(w.ir, _attr(op, "slice_sizes"))
     starts = [w.value(s) for s in ins[1:]]
-    return [w.out(w.em.dynamic_slice(w.value(ins[0]), starts, sizes))]
+    return [w.out(index.dynamic_slice(w.em, w.value(ins[0]), starts, sizes))]
+
+
+@_handles("stablehlo.dynamic_update_slice")
+def _dyn_update_slice(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
+    starts = [w.value(s) for s in ins[2:]]
+    return [w.out(index.dynamic_update_slice(w.em, w.value(ins[0]), w.value(ins[1]), starts))]
+
+
+@_handles("stablehlo.reverse")
+def _reverse(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
+    return [w.out(w.em.reverse(w.value(ins[0]), _ints(w.ir, _attr(op, "dimensions"))))]
+
+
+@_handles("stablehlo.round_nearest_afz")
+def _round_afz(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
+    return [w.out(w.em.round(w.value(ins[0]), away_from_zero=True))]
+
+
+@_handles("stablehlo.cbrt")
+def _cbrt(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
+    return [w.out(w.em.cbrt(w.value(ins[0])))]
 
 
 @_handles("stablehlo.pad")
@@ -588,24 +644,6 @@ def _not(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
 @_handles("stablehlo.is_finite")
 def _is_finite(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     return [w.out(w.em.is_finite(w.value(ins[0])))]
-
-
-@_handles("stablehlo.exponential_minus_one")
-def _expm1(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
-    x = w.value(ins[0])
-    return [w.out(w.em.binary("sub", w.em.unary("exp", x), w.em.scalar(1, x.dtype)))]
-
-
-@_handles("stablehlo.log_plus_one")
-def _log1p(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
-    x = w.value(ins[0])
-    return [w.out(w.em.unary("log", w.em.binary("add", x, w.em.scalar(1, x.dtype))))]
-
-
-@_handles("stablehlo.tan", "chlo.tan")
-def _tan(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
-    x = w.value(ins[0])
-    return [w.out(w.em.binary("div", w.em.unary("sin", x), w.em.unary("cos", x)))]
 
 
 @_handles("chlo.erfc")
@@ -667,13 +705,11 @@ def _gather(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
         sizes: list[Dim] = list(known)
     else:
         sizes = list(_ints(w.ir, _attr(op, "slice_sizes")))
-    static = w.static_dims(op.results[0].type)
-    out_shape = None if None in static else tuple(int(d) for d in static)  # type: ignore[arg-type]
-    return [w.out(w.em.gather(
-        x, idx, offset_dims=list(dn.offset_dims), collapsed_slice_dims=list(dn.collapsed_slice_dims),
+    return [w.out(index.gather(
+        w.em, x, idx, offset_dims=list(dn.offset_dims), collapsed_slice_dims=list(dn.collapsed_slice_dims),
         start_index_map=list(dn.start_index_map), operand_batching_dims=list(dn.operand_batching_dims),
         start_indices_batching_dims=list(dn.start_indices_batching_dims), index_vector_dim=int(dn.index_vector_dim),
-        slice_sizes=sizes, out_shape=out_shape, clamp=True))]
+        slice_sizes=sizes))]
 
 
 @_handles("stablehlo.convolution")
@@ -719,6 +755,24 @@ def _reducer_kind(w: _Walker, block: Any, acc: Any, cur: Any) -> str | None:
     return kind
 
 
+def _reducer_kind_of(w: _Walker, block: Any, i: int, n: int) -> str | None:
+    """The kind of result ``i`` of an ``n``-operand reducer when it is one op on (acc_i, x_i)."""
+    args = list(block.arguments)
+    ret = list(block.operations)[-1]
+    r = list(ret.operands)[i]
+    if isinstance(r, w.ir.BlockArgument):
+        return None
+    body = r.owner
+    kind = _REDUCER.get(body.name)
+    operands = list(body.operands)
+    if kind is None or len(operands) != 2:
+        return None
+    acc, cur = args[i], args[n + i]
+    if (operands[0] == acc and operands[1] == cur) or (operands[0] == cur and operands[1] == acc):
+        return kind
+    return None
+
+
 @_handles("stablehlo.reduce")
 def _reduce(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     em = w.em
@@ -736,8 +790,25 @@ def _reduce(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
         iv = init.const if init.const is not None else (em.const_value(init.ir) if init.ir is not None else None)
         if iv is None or not _is_identity(kind, np.asarray(iv)):
             comb = _COMBINE[kind]
-            r = em.logical(comb, r, w.value(init)) if comb in ("and", "or") else em.binary(comb, r, w.value(init))
+            iv_ = w.value(init)
+            r = em.logical(comb, r, iv_) if comb in ("and", "or") else em.minmax(comb, r, iv_) \
+                if comb in ("max", "min") else em.binary(comb, r, iv_)
         return [w.out(r)]
+    kinds = [_reducer_kind_of(w, block, i, n) for i in range(n)]
+    if all(k is not None for k in kinds):
+        # Independent reductions sharing one op (jax's lax.reduce of a tuple).
+        outs = []
+        for i, kind in enumerate(kinds):
+            assert kind is not None
+            r = em.reduce(kind, w.value(ins[i]), axes)
+            iv = em.const_value(w.value(ins[n + i]))
+            if iv is None or not _is_identity(kind, np.asarray(iv)):
+                comb = _COMBINE[kind]
+                init = w.value(ins[n + i])
+                r = em.logical(comb, r, init) if comb in ("and", "or") else em.minmax(comb, r, init) \
+                    if comb in ("max", "min") else em.binary(comb, r, init)
+            outs.append(w.out(r))
+        return outs
     if n == 2:
         return _reduce_argmax(w, op, ins, axes, block)
     raise Unsupported(f"reduce of {n} operands")
@@ -767,6 +838,168 @@ def _reduce_argmax(w: _Walker, op: Any, ins: list[_Slot], axes: list[int], block
     values = em.reduce("max" if direction == "GT" else "min", x, axes)
     index = em.argmax(x, axes[0], idx_dt, argmin=direction == "LT")
     return [w.out(values), w.out(index)]
+
+
+def _window_pairs(ir: Any, attr: Any, rank: int) -> list[tuple[int, int]]:
+    if attr is None:
+        return [(0, 0)] * rank
+    flat = _ints(ir, attr)
+    return [(flat[2 * i], flat[2 * i + 1]) for i in range(rank)]
+
+
+def _opt_ints(ir: Any, op: Any, key: str, default: list[int]) -> list[int]:
+    a = _attr(op, key)
+    return _ints(ir, a) if a is not None else default
+
+
+@_handles("stablehlo.reduce_window")
+def _reduce_window(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
+    if len(op.results) != 1:
+        raise Unsupported(f"reduce_window of {len(op.results)} operands")
+    block = op.regions[0].blocks[0]
+    args = list(block.arguments)
+    kind = _WINDOW_KIND.get(_reducer_kind(w, block, args[0], args[1]) or "")
+    x, init = w.value(ins[0]), w.value(ins[1])
+    rank = x.type.rank
+    window = _ints(w.ir, _attr(op, "window_dimensions"))
+    strides = _opt_ints(w.ir, op, "window_strides", [1] * rank)
+    base = _opt_ints(w.ir, op, "base_dilations", [1] * rank)
+    wdil = _opt_ints(w.ir, op, "window_dilations", [1] * rank)
+    pads = _window_pairs(w.ir, _attr(op, "padding"), rank)
+    scan = _as_scan(x, window, strides, base, wdil, pads)
+    if kind is None and scan is not None and _is_logaddexp(block):
+        # jax's cumlogsumexp: a scan whose reducer is log(exp(a) + exp(b)), written stably.
+        return [w.out(w.em.cumulative("logsumexp", x, scan[0], scan[1]))]
+    if kind is None:
+        raise Unsupported("reduce_window with a reducer other than add/mul/max/min/and/or")
+    iv = w.em.const_value(init)
+    if scan is not None and iv is not None and iv.reshape(-1)[0] == w.em.identity_value(kind, x.dtype) and \
+            x.dtype != DType.bool:
+        # jax's cumsum/cumprod/cummax/cummin lower to a window as long as the axis.
+        return [w.out(w.em.cumulative(kind, x, scan[0], scan[1]))]
+    return [w.out(w.em.reduce_window(kind, x, window, strides, pads, base, wdil, init=init))]
+
+
+def _is_logaddexp(block: Any) -> bool:
+    """Whether a two-argument reducer is jax's logaddexp: max(a, b) + log1p(exp(-|a - b|))."""
+    names = {o.operation.name for o in block.operations}
+    return {"stablehlo.maximum", "stablehlo.subtract", "stablehlo.abs", "stablehlo.negate", "stablehlo.exponential",
+            "stablehlo.log_plus_one"} <= names
+
+
+def _as_scan(x: Value, window: list[int], strides: list[int], base: list[int], wdil: list[int],
+             pads: list[tuple[int, int]]) -> tuple[int, bool] | None:
+    """(axis, reverse) when a window is a cumulative scan: as long as one axis, padded by its
+    length - 1 on one side, stride and dilations 1."""
+    if any(s != 1 for s in strides + base + wdil):
+        return None
+    axes = [i for i, k in enumerate(window) if k != 1]
+    if len(axes) != 1:
+        return None
+    a = axes[0]
+    n = x.shape[a]
+    if not isinstance(n, int) or window[a] != n or n < 2 or any(p != (0, 0) for i, p in enumerate(pads) if i != a):
+        return None
+    if pads[a] == (n - 1, 0):
+        return a, False
+    if pads[a] == (0, n - 1):
+        return a, True
+    return None
+
+
+def _block_arg_root(w: _Walker, v: Any, depth: int = 0) -> int | str | None:
+    """The block argument a comparator value is a canonicalised copy of (jax maps -0.0 to 0.0
+    and every NaN to one NaN with selects before comparing), "const" for a constant, else None."""
+    if isinstance(v, w.ir.BlockArgument):
+        return int(v.arg_number)
+    if depth > 16:
+        return None
+    owner = v.owner
+    name = owner.name
+    if name == "stablehlo.constant":
+        return "const"
+    if name == "stablehlo.select":
+        roots = {_block_arg_root(w, o, depth + 1) for o in list(owner.operands)[1:]} - {"const"}
+        return roots.pop() if len(roots) == 1 else None
+    if name == "stablehlo.convert":
+        return _block_arg_root(w, owner.operands[0], depth + 1)
+    return None
+
+
+_COMPARATOR_OPS = {"stablehlo.compare", "stablehlo.select", "stablehlo.constant", "stablehlo.and", "stablehlo.or",
+                   "stablehlo.convert", "stablehlo.return"}
+
+
+def _comparator(w: _Walker, block: Any) -> tuple[list[int], bool]:
+    """(key operand indices, most significant first; descending) of a sort comparator that is
+    a lexicographic less-than (or greater-than) on some operands, as jax writes them."""
+    keys: list[int] = []
+    directions: set[bool] = set()
+    ret = None
+    for body_op in block.operations:
+        name = body_op.operation.name
+        if name not in _COMPARATOR_OPS:
+            raise Unsupported(f"sort with a comparator using {name}")
+        if name == "stablehlo.return":
+            ret = body_op
+        if name != "stablehlo.compare":
+            continue
+        direction = w.shlo.ComparisonDirectionAttr(body_op.attributes["comparison_direction"]).value
+        if direction not in ("LT", "GT"):
+            continue
+        a, b = (_block_arg_root(w, o) for o in body_op.operands)
+        if not isinstance(a, int) or not isinstance(b, int) or a // 2 != b // 2 or a == b:
+            raise Unsupported("sort with a comparator that is not an order on the operands")
+        directions.add((direction == "LT") != (a % 2 == 0))
+        if a // 2 not in keys:
+            keys.append(a // 2)
+    if not keys or len(directions) != 1:
+        raise Unsupported("sort with a comparator that is not a lexicographic order")
+    keys = sorted(keys)
+    if len(keys) == 1 and ret is not None:
+        r = next(iter(ret.operands))
+        if isinstance(r, w.ir.BlockArgument) or r.owner.name != "stablehlo.compare":
+            raise Unsupported("sort with a comparator that is not an order on the operands")
+    return keys, directions.pop()
+
+
+@_handles("stablehlo.sort")
+def _sort(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
+    keys, descending = _comparator(w, op.regions[0].blocks[0])
+    if len(keys) > 1 and descending:
+        raise Unsupported("sort with a descending lexicographic comparator")
+    xs = [w.value(s) for s in ins]
+    return [w.out(v) for v in w.em.sort(xs, _int(w.ir, _attr(op, "dimension")), keys, descending)]
+
+
+@_handles("chlo.top_k")
+def _top_k(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
+    idx_dt = w.mlir_type(op.results[1].type, [1] * w.ir.RankedTensorType(op.results[1].type).rank).dtype
+    return [w.out(v) for v in w.em.topk(w.value(ins[0]), _int(w.ir, _attr(op, "k")), -1, True, idx_dt)]
+
+
+@_handles("stablehlo.scatter")
+def _scatter(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
+    if len(op.results) != 1:
+        raise Unsupported(f"scatter of {len(op.results)} operands")
+    block = op.regions[0].blocks[0]
+    args = list(block.arguments)
+    body = list(block.operations)
+    if len(body) == 1 and next(iter(body[0].operands)) == args[1]:
+        kind: str | None = "none"
+    else:
+        kind = {"sum": "add", "prod": "mul", "max": "max", "min": "min", "or": "max", "and": "min"}.get(
+            _reducer_kind(w, block, args[0], args[1]) or "")
+    if kind is None:
+        raise Unsupported("scatter with a combiner other than overwrite/add/mul/max/min")
+    dn = w.shlo.ScatterDimensionNumbers(_attr(op, "scatter_dimension_numbers"))
+    return [w.out(index.scatter(
+        w.em, w.value(ins[0]), w.value(ins[1]), w.value(ins[2]), update_window_dims=list(dn.update_window_dims),
+        inserted_window_dims=list(dn.inserted_window_dims),
+        scatter_dims_to_operand_dims=list(dn.scattered_dims_to_operand_dims),
+        operand_batching_dims=list(dn.input_batching_dims),
+        scatter_indices_batching_dims=list(dn.scatter_indices_batching_dims),
+        index_vector_dim=int(dn.index_vector_dim), reduction=kind, clip=False))]
 
 
 @_handles("func.call")
@@ -817,6 +1050,25 @@ def _bitcast(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     return [w.out(w.em.transpose(y, back))]
 
 
+def _approx_top_k(w: _Walker, op: Any, ins: list[_Slot]) -> list[_Slot]:
+    """jax's approx_max_k/approx_min_k; outside TPUs XLA computes them exactly (a top-k)."""
+    cfg = _attr(op, "mhlo.backend_config")
+    if cfg is None or len(ins) != 4:
+        raise Unsupported("custom_call @ApproxTopK without its configuration")
+    d = w.ir.DictAttr(cfg)
+    k, axis = _int(w.ir, d["top_k"]), _int(w.ir, d["reduction_dim"])
+    comparators = [w.funcs.get(w.ir.FlatSymbolRefAttr(c).value) for c in w.ir.ArrayAttr(_attr(op, "called_computations"))]
+    direction = None
+    if comparators and comparators[0] is not None:
+        for body_op in comparators[0].regions[0].blocks[0].operations:
+            if body_op.operation.name == "stablehlo.compare":
+                direction = w.shlo.ComparisonDirectionAttr(body_op.attributes["comparison_direction"]).value
+    if direction not in ("GT", "LT"):
+        raise Unsupported("custom_call @ApproxTopK with an unrecognised comparator")
+    idx_dt = w.mlir_type(op.results[1].type, [1] * w.ir.RankedTensorType(op.results[1].type).rank).dtype
+    return [w.out(v) for v in w.em.topk(w.value(ins[0]), k, axis, direction == "GT", idx_dt)]
+
+
 @_handles("stablehlo.custom_call")
 def _custom_call(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     target = w.ir.StringAttr(_attr(op, "call_target_name")).value
@@ -824,12 +1076,14 @@ def _custom_call(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slo
         return []  # jax.export's checks of the symbolic shapes; the interpreter checks bindings itself
     if target in _IDENTITY_CALLS and len(ins) == len(op.results):
         return list(ins)
+    if target == "ApproxTopK":
+        return _approx_top_k(w, op, ins)
     raise Unsupported(f"custom_call @{target}")
 
 
 def supported_ops() -> list[str]:
     """The StableHLO/CHLO ops :func:`import_stablehlo` translates (some only in common forms)."""
-    return sorted(set(_UNARY) | set(_BINARY) | set(_LOGICAL) | set(_HANDLERS))
+    return sorted(_HANDLERS)
 
 
 # ---------------------------------------------------------------------------

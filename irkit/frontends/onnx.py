@@ -30,8 +30,10 @@ import argparse
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 from irkit.errors import IrkitError
 from irkit.frontends.common import FrontendError, UnsupportedOps, sanitize_name
@@ -42,6 +44,8 @@ from irkit.frontends.onnx_load import (
     read_model,
     tensor_to_numpy,
 )
+from irkit.frontends.onnx_functions import function_body, out_of_scope
+from irkit.frontends import onnx_nn, onnx_tensor  # noqa: F401 - registers their converters
 from irkit.frontends.onnx_ops import CONVERTERS, OT, Emitter, Node, Unsupported, supported_ops
 from irkit.ir.builder import Builder, BuildError
 from irkit.ir.core import Function, Graph, Location, Module
@@ -53,7 +57,8 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def import_onnx(model_or_path: Any, name: str = "main", *,
-                base_dir: str | os.PathLike[str] | None = None) -> Module:
+                base_dir: str | os.PathLike[str] | None = None,
+                constants: Mapping[str, Any] | None = None) -> Module:
     """Import an ONNX model (a path, the file's bytes, or an ``onnx.ModelProto``) as a Module.
 
     ``name`` names the entry function.  ``base_dir`` is the folder external
@@ -62,16 +67,23 @@ def import_onnx(model_or_path: Any, name: str = "main", *,
     :class:`~irkit.frontends.common.FrontendError` for a broken file and
     :class:`~irkit.frontends.common.UnsupportedOpsError` listing every
     unsupported op.
+
+    ``constants`` binds graph inputs to fixed values (NumPy arrays): they stop
+    being function arguments and fold like initializers.  This specialises a
+    model whose shape operands (``axes``, ``pads``, ``k``, ``repeats``...) are
+    graph inputs — irkit's shapes are static, so such a model imports only for
+    the values given.
     """
     lm = read_model(model_or_path, base_dir)
-    return OnnxImporter(lm, name).run()
+    return OnnxImporter(lm, name, constants).run()
 
 
 class OnnxImporter(Emitter):
     """Converts one loaded model; use :func:`import_onnx`."""
 
-    def __init__(self, lm: LoadedModel, name: str = "main"):
+    def __init__(self, lm: LoadedModel, name: str = "main", constants: Mapping[str, Any] | None = None):
         self.fn_name = name
+        self._constants = dict(constants or {})
         self._symbols: dict[str, SymDim] = {}  # dim_param (raw) -> symbol
         self._fresh = 0
         self._vals: dict[str, OT] = {}
@@ -183,8 +195,20 @@ class OnnxImporter(Emitter):
         self._inits = {t.name: t for t in g.initializer}
         arg_types, arg_names, arg_keys = [], [], []
         used_names: set[str] = set()
+        unknown = set(self._constants) - {vi.name for vi in g.input}
+        if unknown:
+            raise FrontendError(f"{src}: constants= names {', '.join(sorted(unknown))}, which are not graph inputs")
         for vi in g.input:
             if vi.name in self._inits:
+                continue
+            if vi.name in self._constants:
+                t = self._value_type(vi, f"graph input '{vi.name}'")
+                arr = np.asarray(self._constants[vi.name])
+                if arr.shape != tuple(d if isinstance(d, int) else -1 for d in t.shape) and \
+                        any(isinstance(d, int) for d in t.shape) and len(arr.shape) != len(t.shape):
+                    raise FrontendError(f"{src}: constant for graph input '{vi.name}' has shape {list(arr.shape)}, "
+                                        f"the input is declared {shape_str(t.shape)}")
+                self._vals[vi.name] = OT.const(arr.astype(t.dtype.np), t.dtype)
                 continue
             arg_types.append(self._value_type(vi, f"graph input '{vi.name}'"))
             nm = sanitize_name(vi.name)
@@ -205,50 +229,12 @@ class OnnxImporter(Emitter):
         for ins, _ in node_io:
             consumed.update(ins)
         unsupported = UnsupportedOps(src)
-        poisoned = self._poisoned
         nodes = g.node
         for idx in self.lm.order:
             n = nodes[idx]
             ins, outs_names = node_io[idx]
-            op_type = n.op_type
-            loc = Location(name=n.name or f"{op_type}_{idx}")
-            domain = n.domain if n.domain not in ("", "ai.onnx") else ""
-            conv = CONVERTERS.get((domain, op_type))
-            label = f"{domain}::{op_type}" if domain else op_type
-            if conv is None:
-                unsupported.add(label, loc)
-                poisoned.update(o for o in outs_names if o)
-                continue
-            if poisoned and any(x in poisoned for x in ins if x):
-                poisoned.update(o for o in outs_names if o)
-                continue
-            node = Node(n, loc.name or "", op_type, domain, [self._get(x) if x else None for x in ins],
-                        outs_names, _attrs(n, onnx) if len(n.attribute) else {}, [o in consumed for o in outs_names])
-            self.loc = loc
-            self.node = node
-            try:
-                outs = conv(self, node)
-            except Unsupported as e:
-                unsupported.add(f"{label} ({e})", loc)
-                poisoned.update(o for o in outs_names if o)
-                continue
-            except FrontendError as e:
-                msg = str(e)
-                raise FrontendError(msg if msg.startswith(src) else f"{src}: {msg}") from None
-            except (BuildError, OpError) as e:
-                why = str(e).split(": ", 1)[-1] if isinstance(e, BuildError) else str(e)
-                raise FrontendError(f"{src}: node '{node.name}' ({op_type}): {why}") from None
-            if len(outs) < len(outs_names):
-                outs = list(outs) + [None] * (len(outs_names) - len(outs))
-            for oname, ot, used in zip(outs_names, outs, node.used):
-                if not oname:
-                    continue
-                if ot is None:
-                    if used:
-                        unsupported.add(f"{label} (output '{oname}')", loc)
-                        poisoned.add(oname)
-                    continue
-                self._vals[oname] = ot
+            loc = Location(name=n.name or f"{n.op_type}_{idx}")
+            self._convert_node(n, ins, outs_names, loc, [o in consumed for o in outs_names], unsupported, onnx)
         unsupported.raise_if_any()
 
         results = []
@@ -265,6 +251,98 @@ class OnnxImporter(Emitter):
         m = Module([fn])
         verify(m)
         return m
+
+    def _convert_node(self, n: Any, ins: list[str], outs_names: list[str], loc: Location, used: list[bool],
+                      unsupported: UnsupportedOps, onnx: Any, depth: int = 0) -> None:
+        """Convert one node; without a converter (or for a feature it refuses), convert ONNX's function body."""
+        poisoned = self._poisoned
+        op_type = n.op_type
+        domain = n.domain if n.domain not in ("", "ai.onnx") else ""
+        label = f"{domain}::{op_type}" if domain else op_type
+        if poisoned and any(x in poisoned for x in ins if x):
+            poisoned.update(o for o in outs_names if o)
+            return
+        if domain == "" and op_type == "If" and self._fold_if(n, ins, outs_names, loc, unsupported, onnx, depth):
+            return
+        why = out_of_scope(domain, op_type)
+        conv = CONVERTERS.get((domain, op_type)) if why is None else None
+        if conv is not None:
+            node = Node(n, loc.name or "", op_type, domain, [self._get(x) if x else None for x in ins],
+                        outs_names, _attrs(n, onnx) if len(n.attribute) else {}, used)
+            self.loc = loc
+            self.node = node
+            try:
+                outs = conv(self, node)
+            except Unsupported as e:
+                why = str(e)
+            except FrontendError as e:
+                msg = str(e)
+                raise FrontendError(msg if msg.startswith(self.source) else f"{self.source}: {msg}") from None
+            except (BuildError, OpError) as e:
+                why = str(e).split(": ", 1)[-1] if isinstance(e, BuildError) else str(e)
+                raise FrontendError(f"{self.source}: node '{node.name}' ({op_type}): {why}") from None
+            else:
+                if len(outs) < len(outs_names):
+                    outs = list(outs) + [None] * (len(outs_names) - len(outs))
+                for oname, ot, u in zip(outs_names, outs, used):
+                    if not oname:
+                        continue
+                    if ot is None:
+                        if u:
+                            unsupported.add(f"{label} (output '{oname}')", loc)
+                            poisoned.add(oname)
+                        continue
+                    self._vals[oname] = ot
+                return
+        if out_of_scope(domain, op_type) is None and depth < 16:
+            types = []
+            for x in ins:
+                t = self._get(x) if x else None
+                types.append((t.dtype, t.shape) if t is not None else None)
+            body = function_body(n, self.lm.opset, types)
+            if body is not None:
+                # The body's nodes, with the outer node's location as a scope.
+                inner_used: set[str] = {o for o, u in zip(outs_names, used) if u}
+                for bn in body:
+                    inner_used.update(x for x in bn.input if x)
+                for bn in body:
+                    bouts = list(bn.output)
+                    self._convert_node(bn, list(bn.input), bouts, Location(name=f"{loc.name}/{bn.op_type}"),
+                                       [o in inner_used for o in bouts], unsupported, onnx, depth + 1)
+                for o in outs_names:
+                    if o and o not in self._vals:
+                        poisoned.add(o)
+                return
+        unsupported.add(f"{label} ({why})" if why else label, loc)
+        poisoned.update(o for o in outs_names if o)
+
+    def _fold_if(self, n: Any, ins: list[str], outs_names: list[str], loc: Location, unsupported: UnsupportedOps,
+                 onnx: Any, depth: int) -> bool:
+        """An If whose condition is known at import (shape checks in function bodies): inline the taken branch."""
+        cond = self._get(ins[0]) if ins and ins[0] else None
+        if cond is None or cond.known is None or cond.is_symbolic or cond.known.size != 1:
+            return False
+        key = "then_branch" if bool(cond.known.reshape(-1)[0]) else "else_branch"
+        branch = next((a.g for a in n.attribute if a.name == key), None)
+        if branch is None or len(branch.output) != len(outs_names):
+            return False
+        for t in branch.initializer:
+            self._inits.setdefault(t.name, t)
+        inner_used = {o.name for o in branch.output}
+        for bn in branch.node:
+            inner_used.update(x for x in bn.input if x)
+        for i, bn in enumerate(branch.node):
+            bouts = list(bn.output)
+            self._convert_node(bn, list(bn.input), bouts, Location(name=f"{loc.name}/{key}/{bn.op_type}"),
+                               [o in inner_used for o in bouts], unsupported, onnx, depth + 1)
+        for o, bo in zip(outs_names, branch.output):
+            if not o:
+                continue
+            if bo.name in self._vals or bo.name in self._inits:
+                self._vals[o] = self._get(bo.name)
+            else:
+                self._poisoned.add(o)
+        return True
 
     def _check_output(self, vi: Any, t: OT) -> None:
         tp = vi.type

@@ -37,9 +37,11 @@ from irkit.ir.types import DType
 PROTOBUF_LIMIT = 2**31 - 1
 # A declared dim or element count beyond this is treated as a corrupt file.
 MAX_ELEMENTS = 2**40
-# Opsets of the default domain the importer translates (see docs/frontend-onnx.md).
-MIN_OPSET = 13
-MAX_OPSET = 23
+# Opsets of the default domain the importer translates (see docs/frontend-onnx.md).  Converters
+# read each op's form (attribute or input) so every version from MIN_OPSET on imports directly;
+# older models are first brought to MIN_OPSET by onnx.version_converter.
+MIN_OPSET = 7
+MAX_OPSET = 28
 
 
 @dataclass(frozen=True)
@@ -56,33 +58,31 @@ def _dt(name: str, ir: DType, storage: str, fld: str) -> OnnxDType:
     return OnnxDType(name, ir, np.dtype(storage), fld)
 
 
-# TensorProto.DataType -> OnnxDType.  Narrow unsigned and int16 types widen to
-# a signed IR type that holds every value; everything else is unsupported.
+# TensorProto.DataType -> OnnxDType (every integer width has its own IR dtype);
+# everything else (strings, complex, float8/4, int4/2) is unsupported.
 ONNX_DTYPES: dict[int, OnnxDType] = {
     1: _dt("float32", DType.f32, "<f4", "float_data"),
-    2: _dt("uint8", DType.i32, "u1", "int32_data"),
+    2: _dt("uint8", DType.ui8, "u1", "int32_data"),
     3: _dt("int8", DType.i8, "i1", "int32_data"),
-    4: _dt("uint16", DType.i32, "<u2", "int32_data"),
-    5: _dt("int16", DType.i32, "<i2", "int32_data"),
+    4: _dt("uint16", DType.ui16, "<u2", "int32_data"),
+    5: _dt("int16", DType.i16, "<i2", "int32_data"),
     6: _dt("int32", DType.i32, "<i4", "int32_data"),
     7: _dt("int64", DType.i64, "<i8", "int64_data"),
     9: _dt("bool", DType.bool, "u1", "int32_data"),
     10: _dt("float16", DType.f16, "<u2", "int32_data"),
     11: _dt("float64", DType.f64, "<f8", "double_data"),
-    12: _dt("uint32", DType.i64, "<u4", "uint64_data"),
+    12: _dt("uint32", DType.ui32, "<u4", "uint64_data"),
+    13: _dt("uint64", DType.ui64, "<u8", "uint64_data"),
     16: _dt("bfloat16", DType.bf16, "<u2", "int32_data"),
 }
 
 _TYPE_NAMES = {
-    0: "undefined", 8: "string", 13: "uint64", 14: "complex64", 15: "complex128", 17: "float8e4m3fn",
+    0: "undefined", 8: "string", 14: "complex64", 15: "complex128", 17: "float8e4m3fn",
     18: "float8e4m3fnuz", 19: "float8e5m2", 20: "float8e5m2fnuz", 21: "uint4", 22: "int4",
     23: "float4e2m1", 24: "float8e8m0", 25: "uint2", 26: "int2",
 }
 
-IR_TO_ONNX: dict[DType, int] = {
-    DType.f32: 1, DType.i8: 3, DType.i32: 6, DType.i64: 7, DType.bool: 9, DType.f16: 10,
-    DType.f64: 11, DType.bf16: 16,
-}
+IR_TO_ONNX: dict[DType, int] = {d.ir: code for code, d in ONNX_DTYPES.items()}
 
 
 def onnx_type_name(code: int) -> str:
@@ -156,12 +156,15 @@ def read_model(model_or_path: Any, base_dir: str | os.PathLike[str] | None = Non
         dom = "" if o.domain in ("", "ai.onnx") else o.domain
         opsets[dom] = int(o.version)
     if "" not in opsets:
-        raise FrontendError(f"{source}: the model imports no version of the default ONNX opset "
-                            "(opset_import has no entry for domain '')")
+        # No default-domain node can appear; the other domains' nodes are reported by the importer.
+        opsets[""] = MAX_OPSET
     opset = opsets[""]
-    if not MIN_OPSET <= opset <= MAX_OPSET:
-        raise FrontendError(f"{source}: ONNX opset {opset} is not supported; irkit imports opsets {MIN_OPSET} to "
-                            f"{MAX_OPSET} (convert with onnx.version_converter.convert_version(model, 20))")
+    if opset > MAX_OPSET:
+        raise FrontendError(f"{source}: ONNX opset {opset} is not supported; irkit imports opsets up to "
+                            f"{MAX_OPSET} (convert with onnx.version_converter.convert_version(model, {MAX_OPSET}))")
+    if opset < MIN_OPSET:
+        proto, opset = _upgrade(proto, source, opset), MIN_OPSET
+        opsets[""] = opset
     if proto.functions:
         # Model-local functions (onnxscript, some exporters) are macros: inline them.
         try:
@@ -173,6 +176,17 @@ def read_model(model_or_path: Any, base_dir: str | os.PathLike[str] | None = Non
     lm = LoadedModel(proto, source, root, opset, opsets)
     lm.order = check_graph(lm)
     return lm
+
+
+def _upgrade(proto: Any, source: str, opset: int) -> Any:
+    """An opset-1..6 model converted to MIN_OPSET by onnx.version_converter (or a one-line error)."""
+    import onnx.version_converter
+
+    try:
+        return onnx.version_converter.convert_version(proto, MIN_OPSET)
+    except Exception as e:  # noqa: BLE001 - the converter raises many types
+        raise FrontendError(f"{source}: ONNX opset {opset} is older than irkit imports ({MIN_OPSET} to {MAX_OPSET}) "
+                            f"and onnx.version_converter cannot upgrade it ({_one_line(e)})") from None
 
 
 def _read_file(p: Path) -> bytes:
@@ -328,7 +342,9 @@ def tensor_to_numpy(t: Any, lm: LoadedModel, what: str) -> tuple[np.ndarray, DTy
         if d.field == "int32_data" and d.storage.itemsize == 2 and d.ir.is_float:
             arr = np.asarray(data, dtype=np.int64).astype(np.uint16)  # f16/bf16 bit patterns
         else:
-            arr = np.asarray(data, dtype=np.float64 if d.field in ("float_data", "double_data") else np.int64)
+            wide = np.float64 if d.field in ("float_data", "double_data") else \
+                np.uint64 if d.field == "uint64_data" else np.int64
+            arr = np.asarray(data, dtype=wide)
             arr = arr.astype(d.storage)
     if d.ir is DType.f16:
         arr = arr.view(np.float16)

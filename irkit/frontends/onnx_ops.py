@@ -600,7 +600,9 @@ _UNARY = {
     "Neg": "ik.neg", "Abs": "ik.abs", "Exp": "ik.exp", "Log": "ik.log", "Sqrt": "ik.sqrt",
     "Reciprocal": "ik.reciprocal", "Tanh": "ik.tanh", "Erf": "ik.erf", "Sigmoid": "ik.sigmoid",
     "Sin": "ik.sin", "Cos": "ik.cos", "Floor": "ik.floor", "Ceil": "ik.ceil", "Relu": "ik.relu",
-    "Sign": "ik.sign",
+    "Sign": "ik.sign", "Tan": "ik.tan", "Asin": "ik.asin", "Acos": "ik.acos", "Atan": "ik.atan",
+    "Sinh": "ik.sinh", "Cosh": "ik.cosh", "Asinh": "ik.asinh", "Acosh": "ik.acosh", "Atanh": "ik.atanh",
+    "Round": "ik.round", "IsNaN": "ik.isnan",
 }
 
 
@@ -698,17 +700,8 @@ def _mod(cx: Emitter, node: Node) -> list[OT | None]:
             return [OT.const(_apply_known(_sym_fmod if fmod else _sym_mod, a.known, b.known), dt)]
         except _NoFold:
             pass
-    if dt.is_float and not fmod:
-        raise FrontendError(f"node '{node.name}' (Mod): float inputs need fmod=1")
-    va, vb = cx.ir(a), cx.ir(b)
-    r = cx.op("ik.rem", va, vb)  # C fmod: the sign of the dividend
-    if not fmod:
-        # Python-style modulo takes the divisor's sign: add b where the signs differ.
-        zero = cx.scalar(0, dt)
-        fix = cx.op("ik.and", cx.op("ik.ne", r, zero),
-                    cx.op("ik.ne", cx.op("ik.lt", r, zero), cx.op("ik.lt", vb, zero)))
-        r = cx.op("ik.where", fix, cx.op("ik.add", r, vb), r)
-    return [OT.of(r)]
+    # fmod=0 is the floored remainder (sign of the divisor), fmod=1 C's fmod (sign of the dividend).
+    return [OT.of(cx.op("ik.rem" if fmod else "ik.mod", cx.ir(a), cx.ir(b)))]
 
 
 _LOGICAL = {"And": "ik.and", "Or": "ik.or", "Xor": "ik.xor"}
@@ -781,10 +774,12 @@ def _dropout(cx: Emitter, node: Node) -> list[OT | None]:
 def _clip(cx: Emitter, node: Node) -> list[OT | None]:
     x = node.req(0)
     v = cx.ir(x)
-    for i, op in ((1, "ik.max"), (2, "ik.min")):
+    for i, op, key in ((1, "ik.max", "min"), (2, "ik.min", "max")):
         b = node.input(i)
         if b is not None:
             v = cx.op(op, v, cx.ir(cx.cast(b, x.dtype)))
+        elif key in node.attrs:  # Clip-6 and older: attributes
+            v = cx.op(op, v, cx.scalar(float(node.attrs[key]), x.dtype))
     return [OT.of(v)]
 
 
@@ -811,13 +806,6 @@ def _hard_sigmoid(cx: Emitter, node: Node) -> list[OT | None]:
               cx.scalar(float(node.attr("beta", 0.5)), dt))
     y = cx.op("ik.min", cx.op("ik.max", y, cx.scalar(0.0, dt)), cx.scalar(1.0, dt))
     return [OT.of(y)]
-
-
-@converter("IsNaN")
-def _isnan(cx: Emitter, node: Node) -> list[OT | None]:
-    # NaN is the only value unequal to itself.
-    x = cx.ir(node.req(0))
-    return [OT.of(cx.op("ik.ne", x, x))]
 
 
 @converter("IsInf")
@@ -1193,12 +1181,22 @@ def _tile(cx: Emitter, node: Node) -> list[OT | None]:
 def _pad(cx: Emitter, node: Node) -> list[OT | None]:
     x = node.req(0)
     mode = node.attr("mode", "constant")
-    if mode != "constant":
-        raise Unsupported(f"Pad with mode '{mode}'")
-    pads = [int(p) for p in node.attrs["pads"]] if "pads" in node.attrs else cx.ints(node.req(1, "pads"), node, "pads")
+    if mode not in ("constant", "reflect", "edge", "wrap"):
+        raise FrontendError(f"node '{node.name}' (Pad): unknown mode '{mode}'")
+    if "pads" in node.attrs:
+        pads = [int(p) for p in node.attrs["pads"]]
+    elif "paddings" in node.attrs:  # Pad-1
+        pads = [int(p) for p in node.attrs["paddings"]]
+    else:
+        pads = cx.ints(node.req(1, "pads"), node, "pads")
     value = node.attrs.get("value", None)
-    if value is None and node.input(2) is not None:
-        value = cx.scalar_value(node.input(2), node, "constant_value")
+    runtime_value: OT | None = None
+    cv = node.input(2)
+    if value is None and cv is not None:
+        if cv.known is None:
+            runtime_value = cv  # padded with 0, then the pad region is selected from the runtime value
+        else:
+            value = cx.scalar_value(cv, node, "constant_value")
     value = 0.0 if value is None else float(value)
     axes_t = node.input(3)
     axes = [_axis(node, a, x.rank) for a in cx.ints(axes_t, node, "axes")] if axes_t is not None else list(range(x.rank))
@@ -1208,13 +1206,36 @@ def _pad(cx: Emitter, node: Node) -> list[OT | None]:
     for i, a in enumerate(axes):
         full[a], full[a + x.rank] = pads[i], pads[i + len(axes)]
     v = cx.ir(x)
+    if mode != "constant":
+        # reflect / edge / wrap: a gather with constant indices per padded axis.
+        for a in range(x.rank):
+            lo, hi = full[a], full[a + x.rank]
+            if lo == 0 and hi == 0:
+                continue
+            d = x.shape[a]
+            if not isinstance(d, int):
+                raise Unsupported(f"Pad mode '{mode}' over a dynamic dim")
+            np_mode = {"reflect": "reflect", "edge": "edge", "wrap": "wrap"}[mode]
+            base = np.arange(d)
+            if lo < 0 or hi < 0:
+                base = base[max(-lo, 0): d - max(-hi, 0)]
+                lo, hi = max(lo, 0), max(hi, 0)
+            idx = np.pad(base, (lo, hi), mode=np_mode) if (lo or hi) else base
+            v = cx.op("ik.gather", v, cx.constant(idx.astype(np.int64), DType.i64), axis=a)
+        return [OT.of(v)]
     if any(p < 0 for p in full):
         start = [max(-full[i], 0) for i in range(x.rank)]
         limit = [dim_sub(d, max(-full[i + x.rank], 0)) for i, d in enumerate(x.shape)]
         v = cx.op("ik.slice", v, start=tuple(start), limit=tuple(limit))
         full = [max(p, 0) for p in full]
     if any(full):
+        inner = v
         v = cx.op("ik.pad", v, pads=tuple(full), value=value)
+        if runtime_value is not None:
+            ones = cx.op("ik.broadcast", cx.scalar(1, DType.i32), shape=inner.type.shape)
+            keep = cx.op("ik.ne", cx.op("ik.pad", ones, pads=tuple(full), value=0.0), cx.scalar(0, DType.i32))
+            fill = cx.op("ik.reshape", cx.ir(runtime_value), shape=())
+            v = cx.op("ik.where", keep, v, fill)
     return [OT.of(v)]
 
 
@@ -1226,7 +1247,7 @@ _REDUCE = {"ReduceMean": "ik.reduce_mean", "ReduceSum": "ik.reduce_sum", "Reduce
            "ReduceMin": "ik.reduce_min", "ReduceProd": "ik.reduce_prod"}
 
 
-@converter(*_REDUCE)
+@converter(*_REDUCE, "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")
 def _reduce(cx: Emitter, node: Node) -> list[OT | None]:
     x = node.req(0)
     axes = _axes_arg(cx, node, 1)
@@ -1244,28 +1265,61 @@ def _reduce(cx: Emitter, node: Node) -> list[OT | None]:
                 return [OT.const(np.asarray(k, dtype=object), x.dtype)]
             except (TypeError, ValueError, _NoFold):
                 pass
-    if x.rank == 0:
-        return [x]
-    return [OT.of(cx.op(_REDUCE[node.op_type], cx.ir(x), axes=norm, keepdims=keep))]
-
-
-@converter("ArgMax", "ArgMin")
-def _argmax(cx: Emitter, node: Node) -> list[OT | None]:
-    x = node.req(0)
-    if node.attr("select_last_index", 0):
-        raise Unsupported(f"{node.op_type} with select_last_index=1")
     v = cx.ir(x)
-    if node.op_type == "ArgMin":
-        v = cx.op("ik.neg", v)
-    ax = _axis(node, int(node.attr("axis", 0)), x.rank)
-    return [OT.of(cx.op("ik.argmax", v, axis=ax, keepdims=bool(node.attr("keepdims", 1))))]
+    kind = node.op_type
+    if any(x.shape[a] == 0 for a in norm):
+        return [_empty_reduction(cx, node, x, norm, keep)]
+    if x.dtype.is_bool and kind in ("ReduceMax", "ReduceMin"):
+        r = cx.op(_REDUCE[kind], cx.op("ik.cast", v, to=DType.i32), axes=norm, keepdims=keep) if x.rank else v
+        return [OT.of(cx.op("ik.cast", r, to=DType.bool) if x.rank else r)]
+    pre = {"ReduceL1": "ik.abs", "ReduceL2": "square", "ReduceSumSquare": "square", "ReduceLogSumExp": "exp"}
+    if kind == "ReduceLogSumExp" and x.rank:
+        # log(sum(exp(x - max))) + max: stable, as the ONNX reference computes it.
+        m = cx.op("ik.reduce_max", v, axes=norm, keepdims=True)
+        fin = cx.op("ik.isfinite", m) if x.dtype.is_float else None
+        m = cx.op("ik.where", fin, m, cx.scalar(0.0, x.dtype)) if fin is not None else m
+        s = cx.op("ik.reduce_sum", cx.op("ik.exp", cx.op("ik.sub", v, m)), axes=norm, keepdims=keep)
+        mk = m if keep else cx.op("ik.reshape", m, shape=s.type.shape)
+        return [OT.of(cx.op("ik.add", cx.op("ik.log", s), mk))]
+    if kind in pre:
+        v = cx.op("ik.mul", v, v) if pre[kind] == "square" else cx.op(pre[kind], v)
+    red = _REDUCE.get(kind, "ik.reduce_sum")
+    y = cx.op(red, v, axes=norm, keepdims=keep) if x.rank else v
+    if kind == "ReduceL2":
+        y = cx.op("ik.sqrt", y)
+    elif kind in ("ReduceLogSum", "ReduceLogSumExp"):
+        y = cx.op("ik.log", y)
+    return [OT.of(y)]
+
+
+def _empty_reduction(cx: Emitter, node: Node, x: OT, axes: tuple[int, ...], keep: bool) -> OT:
+    """A reduction over an empty axis: the reduction's identity (ONNX: max of nothing is -inf...)."""
+    kind = node.op_type
+    dt = x.dtype
+    if dt.is_float:
+        fill = {"ReduceMax": -np.inf, "ReduceMin": np.inf, "ReduceProd": 1.0, "ReduceLogSum": -np.inf,
+                "ReduceLogSumExp": -np.inf, "ReduceMean": np.nan}.get(kind, 0.0)
+    elif dt.is_bool:
+        fill = kind == "ReduceMin"
+    else:
+        info = np.iinfo(dt.np)
+        fill = {"ReduceMax": info.min, "ReduceMin": info.max, "ReduceProd": 1}.get(kind, 0)
+    shape = tuple(1 if i in axes else d for i, d in enumerate(x.shape) if keep or i not in axes)
+    return OT.of(cx.op("ik.broadcast", cx.scalar(fill, dt), shape=shape))
 
 
 @converter("Softmax", "LogSoftmax")
 def _softmax(cx: Emitter, node: Node) -> list[OT | None]:
     x = node.req(0)
-    ax = _axis(node, int(node.attr("axis", -1)), x.rank)
     name = "ik.softmax" if node.op_type == "Softmax" else "ik.log_softmax"
+    if cx.opset < 13:
+        # Softmax-1/11 work on the 2-D flattening of the input at axis (default 1).
+        ax = _axis(node, int(node.attr("axis", 1)), x.rank)
+        if ax == x.rank - 1:
+            return [OT.of(cx.op(name, cx.ir(x), axis=ax))]
+        v = cx.op("ik.reshape", cx.ir(x), shape=(dim_prod(x.shape[:ax]), dim_prod(x.shape[ax:])))
+        return [OT.of(cx.op("ik.reshape", cx.op(name, v, axis=1), shape=x.shape))]
+    ax = _axis(node, int(node.attr("axis", -1)), x.rank)
     return [OT.of(cx.op(name, cx.ir(x), axis=ax))]
 
 
@@ -1342,54 +1396,6 @@ def _gemm(cx: Emitter, node: Node) -> list[OT | None]:
     return [OT.of(y)]
 
 
-def _conv_attrs(node: Node, x_sp: Sequence[Dim], k_sp: Sequence[int], nd: int) -> tuple[list[int], list[int], list[int]]:
-    strides = [int(s) for s in node.attr("strides", [1] * nd)]
-    dil = [int(d) for d in node.attr("dilations", [1] * nd)]
-    auto = node.attr("auto_pad", "NOTSET")
-    if auto in ("NOTSET", ""):
-        pads = [int(p) for p in node.attr("pads", [0] * (2 * nd))]
-    elif auto == "VALID":
-        pads = [0] * (2 * nd)
-    elif auto in ("SAME_UPPER", "SAME_LOWER"):
-        pads = [0] * (2 * nd)
-        for i in range(nd):
-            d = x_sp[i]
-            if not isinstance(d, int):
-                raise Unsupported(f"Conv auto_pad={auto} over a dynamic spatial dim")
-            out = -(-d // strides[i])
-            total = max((out - 1) * strides[i] + (k_sp[i] - 1) * dil[i] + 1 - d, 0)
-            small = total // 2
-            pads[i], pads[i + nd] = (small, total - small) if auto == "SAME_UPPER" else (total - small, small)
-    else:
-        raise FrontendError(f"node '{node.name}' (Conv): unknown auto_pad '{auto}'")
-    return strides, dil, pads
-
-
-@converter("Conv")
-def _conv(cx: Emitter, node: Node) -> list[OT | None]:
-    x, w, b = node.req(0), node.req(1, "W"), node.input(2)
-    cx.same_dtype(node, x, w)
-    nd = x.rank - 2
-    if nd not in (1, 2) or w.rank != x.rank:
-        raise Unsupported(f"Conv with {nd} spatial dims (irkit supports 1-D and 2-D)")
-    k_sp = [int(k) if isinstance(k, int) else -1 for k in w.shape[2:]]
-    if any(k < 0 for k in k_sp):
-        raise Unsupported("Conv with a dynamic kernel size")
-    strides, dil, pads = _conv_attrs(node, x.shape[2:], k_sp, nd)
-    group = int(node.attr("group", 1))
-    vx, vw = cx.ir(x), cx.ir(w)
-    if nd == 1:
-        vx = cx.op("ik.reshape", vx, shape=(x.shape[0], x.shape[1], 1, x.shape[2]))
-        vw = cx.op("ik.reshape", vw, shape=(w.shape[0], w.shape[1], 1, w.shape[2]))
-        strides, dil, pads = [1] + strides, [1] + dil, [0, pads[0], 0, pads[1]]
-    y = cx.op("ik.conv2d", vx, vw, None if b is None else cx.ir(b), strides=tuple(strides),
-              padding=tuple(pads), dilations=tuple(dil), groups=group)
-    if nd == 1:
-        s = y.type.shape
-        y = cx.op("ik.reshape", y, shape=(s[0], s[1], s[3]))
-    return [OT.of(y)]
-
-
 # ---------------------------------------------------------------------------
 # Attention and rotary embeddings (opset 23)
 
@@ -1419,6 +1425,8 @@ def _attention(cx: Emitter, node: Node) -> list[OT | None]:
     mask, past_k, past_v = node.input(3), node.input(4), node.input(5)
     if node.input(6) is not None:
         raise Unsupported("Attention with nonpad_kv_seqlen")
+    if int(node.attr("left_window_size", -1)) >= 0 or int(node.attr("right_window_size", -1)) >= 0:
+        raise Unsupported("Attention with a local window")
     softcap = float(node.attr("softcap", 0.0))
     if softcap != 0.0:
         raise Unsupported("Attention with softcap")

@@ -42,21 +42,31 @@ from typing import Any
 
 import numpy as np
 
+from irkit.frontends import torch_ops, torch_ops_index, torch_ops_window  # noqa: F401 - they register
 from irkit.frontends.common import (
     FrontendError,
     UnsupportedOps,
+    UnsupportedOpsError,
     record_symbol_examples,
     sanitize_name,
+)
+from irkit.frontends.torch_cx import (  # noqa: F401 - re-exported: the importer's public names
+    Cx,
+    DataDependent,
+    Unsupported,
+    _Lazy,
+    _result_dtype,
+    ir_dtype_to_torch,
+    lazy,
+    result_dtype,
+    tensor_to_numpy,
+    torch_dtype_to_ir,
 )
 from irkit.ir.builder import Builder, BuildError
 from irkit.ir.core import Function, Graph, Location, Module, Value
 from irkit.ir.types import Dim, DType, SymDim, TensorType, dim_add, dim_floordiv, dim_mul
 
 # torch is imported lazily (inside functions) so that `import irkit` never needs it.
-
-
-class Unsupported(Exception):
-    """Raised by a converter: this node cannot be expressed (the message says why)."""
 
 
 class _Failed:
@@ -67,57 +77,6 @@ class _Failed:
 
 
 FAILED = _Failed()
-
-
-# ---------------------------------------------------------------------------
-# dtypes
-
-
-_DTYPES: dict[Any, DType] = {}
-
-
-def torch_dtype_to_ir(dt: Any) -> DType:
-    """The IR dtype of a ``torch.dtype``; :class:`Unsupported` for complex, fp8 and the like."""
-    if not _DTYPES:
-        import torch
-
-        _DTYPES.update({
-            torch.float32: DType.f32, torch.float64: DType.f64, torch.float16: DType.f16,
-            torch.bfloat16: DType.bf16, torch.int64: DType.i64, torch.int32: DType.i32,
-            torch.int8: DType.i8, torch.bool: DType.bool,
-            # The IR has no 8/16-bit unsigned or 16-bit signed ints; i32 holds every value.
-            torch.uint8: DType.i32, torch.int16: DType.i32,
-        })
-    try:
-        return _DTYPES[dt]
-    except KeyError:
-        raise Unsupported(f"dtype {dt} has no IR equivalent") from None
-
-
-def ir_dtype_to_torch(dt: DType) -> Any:
-    import torch
-
-    return {DType.f32: torch.float32, DType.f64: torch.float64, DType.f16: torch.float16,
-            DType.bf16: torch.bfloat16, DType.i64: torch.int64, DType.i32: torch.int32,
-            DType.i8: torch.int8, DType.bool: torch.bool}[dt]
-
-
-def tensor_to_numpy(t: Any) -> np.ndarray:
-    """A CPU copy of a torch tensor as NumPy (bf16 through ml_dtypes, no pickle)."""
-    import torch
-
-    t = t.detach()
-    if t.device.type != "cpu":
-        t = t.cpu()
-    if t.dtype == torch.bfloat16:
-        arr = t.contiguous().view(torch.int16).numpy().view(DType.bf16.np).copy()
-    else:
-        dt = torch_dtype_to_ir(t.dtype)
-        arr = t.contiguous().numpy()
-        arr = arr.astype(dt.np) if arr.dtype != dt.np else arr.copy()
-    # Our own copy, read-only: the IR's Dense keeps it as is instead of copying again.
-    arr.flags.writeable = False
-    return arr
 
 
 # ---------------------------------------------------------------------------
@@ -282,14 +241,14 @@ class ImportOptions:
     """torch symbol name (``s18``) -> IR symbol name (``B``)."""
     source: str = "torch.export"
     """How the source is named in error messages (a file name, a model class)."""
+    auto_decompose: bool = True
+    """Decompose ops without a converter with torch's own table (see :func:`_import`)."""
 
 
 class _Importer:
     """One import: the FX walk, the environment and the symbol table."""
 
     def __init__(self, ep: Any, opts: ImportOptions):
-        from irkit.frontends import torch_ops
-
         self.ep = ep
         self.opts = opts
         self.converters = torch_ops.CONVERTERS
@@ -297,6 +256,7 @@ class _Importer:
         self.sym_names: dict[str, str] = dict(opts.dim_names)
         self.sym_examples: dict[str, int] = {}
         self.unsupported = UnsupportedOps(opts.source)
+        self.refused: set[Any] = set()
         self._dim_cache: dict[Any, Dim] = {}
         self._size_cache: dict[int, tuple[Any, Dim]] = {}
         self._type_cache: dict[int, tuple[Any, TensorType]] = {}
@@ -579,12 +539,23 @@ class _Importer:
         except _NoConverter:
             self.unsupported.add(key, loc)
             self.env[node] = FAILED
+            self._refused(node, mutated)
+        except DataDependent as e:
+            self.unsupported.add(f"{key} ({e})", loc)
+            self.env[node] = FAILED
         except Unsupported as e:
             self.unsupported.add(f"{key} ({e})", loc)
             self.env[node] = FAILED
+            self._refused(node, mutated)
         except BuildError as e:
             self.unsupported.add(f"{key} (irkit cannot express it: {e})", loc)
             self.env[node] = FAILED
+            self._refused(node, mutated)
+
+    def _refused(self, node: Any, mutated: Any) -> None:
+        """Remember an ATen op this import could not convert: torch may decompose it."""
+        if mutated is None and _is_tensor_op(node.target):
+            self.refused.add(node.target)
 
     def _lookup(self, target: Any) -> tuple[Any, Any]:
         """(converter, functional twin of an in-place op or None) for an FX target, cached."""
@@ -722,29 +693,6 @@ def _hint(s: Any) -> int | None:
 
 class _NoConverter(Exception):
     pass
-
-
-class _Lazy:
-    """A multi-output op's secondary result, built only if some node uses it."""
-
-    def __init__(self, build: Callable[[], Any]):
-        self.build = build
-        self.value: Any = None
-        self.done = False
-
-    @staticmethod
-    def force(v: Any) -> Any:
-        if isinstance(v, _Lazy):
-            if not v.done:
-                v.value = v.build()
-                v.done = True
-            return v.value
-        return v
-
-
-def lazy(build: Callable[[], Any]) -> _Lazy:
-    """Wrap a secondary result (e.g. layer norm's mean) so it is built on first use."""
-    return _Lazy(build)
 
 
 _SCHEMAS: dict[Any, tuple[tuple[str, bool, bool, Any], ...]] = {}
@@ -893,143 +841,21 @@ def bind_args(target: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> di
 
 
 # ---------------------------------------------------------------------------
-# converter context
-
-
-class Cx:
-    """What a converter sees: the builder, the node's metadata and helpers."""
-
-    def __init__(self, imp: _Importer, node: Any, loc: Location):
-        self.imp = imp
-        self.node = node
-        self.loc = loc
-        self.b: Builder = imp.b  # type: ignore[assignment]
-
-    # -- metadata ------------------------------------------------------------
-    @property
-    def meta(self) -> Any:
-        return self.node.meta.get("val")
-
-    def out_type(self, k: int | None = None) -> TensorType:
-        v = self.meta if k is None else self.meta[k]
-        if v is None or not hasattr(v, "shape"):
-            raise Unsupported("torch recorded no tensor metadata for this node")
-        return self.imp.meta_type(v)
-
-    @property
-    def out_dtype(self) -> DType:
-        return self.out_type().dtype
-
-    @property
-    def out_shape(self) -> tuple[Dim, ...]:
-        return self.out_type().shape
-
-    def dim(self, x: Any) -> Dim:
-        """An int or a size (from a SymInt node) as a dim."""
-        if isinstance(x, (int, SymDim)) and not isinstance(x, bool):
-            return x
-        if isinstance(x, np.integer):
-            return int(x)
-        raise Unsupported(f"expected a size, got {x!r}")
-
-    # -- values --------------------------------------------------------------
-    def cast(self, v: Value, dt: DType) -> Value:
-        if v.dtype == dt:
-            return v
-        return self.b.cast(v, to=dt)
-
-    def tensor(self, x: Any, dt: DType) -> Value:
-        """``x`` (a Value, a Python number or a size) as a tensor of dtype ``dt``."""
-        if isinstance(x, Value):
-            return self.cast(x, dt)
-        if isinstance(x, SymDim):
-            return self.cast(self.dim_tensor(x), dt)
-        if isinstance(x, (bool, int, float, np.number)):
-            v = x
-            if dt.is_int and isinstance(x, float):
-                if not float(x).is_integer():
-                    raise Unsupported(f"scalar {x} in an integer op")
-                v = int(x)
-            if dt.is_bool:
-                v = bool(x)
-            return self.b.scalar(v, dt)
-        raise Unsupported(f"expected a tensor or number, got {type(x).__name__}")
-
-    def dim_tensor(self, d: Dim) -> Value:
-        """A rank-0 i64 tensor holding the value of dim ``d`` (symbolic dims too):
-        a constant when static, else ``ik.dim_value``."""
-        if isinstance(d, int):
-            return self.b.scalar(d, DType.i64)
-        return self.b.dim_value(dim=(d,), dtype=DType.i64)
-
-    def reshape(self, v: Value, shape: Sequence[Dim]) -> Value:
-        shape = tuple(shape)
-        if v.shape == shape:
-            return v
-        return self.b.reshape(v, shape=shape)
-
-    def broadcast(self, v: Value, shape: Sequence[Dim]) -> Value:
-        shape = tuple(shape)
-        if v.shape == shape:
-            return v
-        return self.b.broadcast(v, shape=shape)
-
-    def splat(self, value: Any, dt: DType, shape: Sequence[Dim]) -> Value:
-        """A tensor of ``shape`` filled with ``value`` (a constant when static)."""
-        shape = tuple(shape)
-        if isinstance(value, Value):
-            return self.broadcast(self.cast(value, dt), shape)
-        if all(isinstance(d, int) for d in shape):
-            v = self.tensor(value, dt)
-            if not shape:
-                return v
-            if isinstance(value, SymDim):
-                return self.broadcast(v, shape)
-            val = bool(value) if dt.is_bool else (int(value) if dt.is_int else float(value))
-            return self.b.scalar(val, dt, shape)
-        return self.b.broadcast(self.tensor(value, dt), shape=shape)
-
-    def rank(self, v: Value) -> int:
-        return v.type.rank
-
-
-def _result_dtype(*xs: Any) -> DType:
-    """torch's type promotion over tensors (Values) and Python scalars."""
-    import torch
-
-    objs: list[Any] = []
-    for x in xs:
-        if isinstance(x, Value):
-            objs.append(torch.empty((1,) if x.type.rank else (), dtype=ir_dtype_to_torch(x.dtype)))
-        elif isinstance(x, SymDim):
-            objs.append(1)
-        else:
-            objs.append(x)
-    if len(objs) == 1:
-        o = objs[0]
-        return torch_dtype_to_ir(o.dtype if isinstance(o, torch.Tensor) else torch.tensor(o).dtype)
-    dt = torch.result_type(objs[0], objs[1])
-    for o in objs[2:]:
-        dt = torch.promote_types(dt, torch.result_type(torch.empty((), dtype=dt), o))
-    return torch_dtype_to_ir(dt)
-
-
-result_dtype = _result_dtype
-
-
-# ---------------------------------------------------------------------------
 # public API
 
 
 def import_exported_program(ep: Any, name: str = "main", *, dim_names: Mapping[str, str] | None = None,
-                            dynamic_shapes: Any = None, source: str | None = None) -> Module:
+                            dynamic_shapes: Any = None, source: str | None = None,
+                            auto_decompose: bool = True) -> Module:
     """Import a ``torch.export.ExportedProgram`` (before or after ``run_decompositions()``).
 
     ``dim_names`` maps torch's size symbols (``s18``) to IR symbol names; or give
     the ``dynamic_shapes`` that were passed to ``torch.export.export`` and the
     names of its ``Dim`` objects are used.  Symbols left unnamed keep torch's
-    name.  Raises :class:`UnsupportedOpsError` listing every op irkit cannot
-    import, with counts and locations.
+    name.  Ops without a converter that torch can decompose are decomposed
+    first (``auto_decompose``; see :func:`_import`).  Raises
+    :class:`UnsupportedOpsError` listing every op irkit cannot import, with
+    counts and locations.
     """
     try:
         from torch.export import ExportedProgram
@@ -1042,7 +868,80 @@ def import_exported_program(ep: Any, name: str = "main", *, dim_names: Mapping[s
         for k, v in dim_names_from_spec(ep, dynamic_shapes).items():
             names.setdefault(k, v)
     src = source or _program_source(ep)
-    return _Importer(ep, ImportOptions(name=name, dim_names=names, source=src)).run()
+    return _import(ep, ImportOptions(name=name, dim_names=names, source=src, auto_decompose=auto_decompose))
+
+
+def _import(ep: Any, opts: ImportOptions) -> Module:
+    """Import ``ep``; what it cannot convert, torch's own decomposition table may.
+
+    An ATen op that has no converter, or whose converter refuses the node
+    (``aten.diff``, ``aten.max_unpool2d``, an adaptive pool of uneven windows), is
+    decomposed by ``ep.run_decompositions`` with a table holding exactly those
+    ops, and the import runs again; every other op stays as exported (``linear``,
+    SDPA...).  Rounds repeat while they decompose something new; what is still
+    missing at the end is reported in one error, which names the ops that were
+    decomposed on the way.
+    """
+    done: list[str] = []
+    seen: set[Any] = set()
+    while True:
+        imp = _Importer(ep, opts)
+        try:
+            return imp.run()
+        except UnsupportedOpsError as err:
+            table = _decompositions_for(imp.refused - seen) if opts.auto_decompose else {}
+            if not table:
+                if done:
+                    raise UnsupportedOpsError(f"{err.source} (after torch decomposed "
+                                              f"{', '.join(done)})", err.ops) from None
+                raise
+            seen.update(table)
+            try:
+                new_ep = ep.run_decompositions(table)
+            except Exception:  # noqa: BLE001 - the decomposition failed: report the ops as they were
+                raise err from None
+            names = _carry_dim_names(ep, new_ep, opts.dim_names)
+            opts = ImportOptions(name=opts.name, dim_names=names, source=opts.source, auto_decompose=True)
+            done.extend(sorted(str(k) for k in table))
+            ep = new_ep
+
+
+def _decompositions_for(targets: Iterable[Any]) -> dict[Any, Any]:
+    """torch's decomposition of each ATen overload in ``targets`` that has one: the
+    ``torch._decomp`` table, else export's default table (CompositeImplicitAutograd ops)."""
+    import torch
+    from torch._decomp import decomposition_table
+
+    out: dict[Any, Any] = {}
+    cia = None
+    for t in targets:
+        if not isinstance(t, torch._ops.OpOverload) or _is_noop(str(t)):
+            continue
+        fn = decomposition_table.get(t)
+        if fn is None:
+            if cia is None:
+                from torch.export import default_decompositions
+
+                cia = default_decompositions()
+            if t in cia:
+                fn = cia[t]
+        if fn is not None:
+            out[t] = fn
+    return out
+
+
+def _carry_dim_names(old: Any, new: Any, names: Mapping[str, str]) -> dict[str, str]:
+    """The Dim names of ``old``'s size symbols, for the symbols ``new`` (a re-trace) uses."""
+    out = dict(names)
+    for a, b in zip(_user_input_nodes(old), _user_input_nodes(new)):
+        va, vb = a.meta.get("val"), b.meta.get("val")
+        if not hasattr(va, "shape") or not hasattr(vb, "shape"):
+            continue
+        for sa, sb in zip(va.shape, vb.shape):
+            if _is_sym(sa) and _is_sym(sb):
+                ea, eb = str(sa.node.expr), str(sb.node.expr)
+                out.setdefault(eb, names.get(ea, ea))
+    return out
 
 
 def _program_source(ep: Any) -> str:
@@ -1155,7 +1054,7 @@ def import_torch_factory(module: Any, example_inputs: Any, dynamic_shapes: Any =
         ep = decompose(ep, keep_attention=decompositions == "core-keep-attention")
         # Decomposition re-traces: map the new symbols through the input shapes again.
         names = dim_names_from_spec(ep, dynamic_shapes, module, example_inputs)
-    return _Importer(ep, ImportOptions(name=name, dim_names=names, source=src)).run()
+    return _import(ep, ImportOptions(name=name, dim_names=names, source=src))
 
 
 def load_pt2(path: str | os.PathLike[str], name: str = "main", *,
@@ -1299,9 +1198,7 @@ def _handled_without_converter(converters: Mapping[str, Any]) -> set[str]:
         op, _, overload = name.split("::", 1)[1].partition(".")
         packet = f"aten.{op}"
         full = f"{packet}.{overload or 'default'}"
-        if _is_noop(full) or op.startswith("sym_"):
-            keys.update((full, packet))
-        elif op.endswith("_") and not op.startswith("_") and (
+        if _is_noop(full) or op.startswith("sym_") or op.endswith("_") and not op.startswith("_") and (
                 f"aten.{op[:-1]}.{overload or 'default'}" in converters or f"aten.{op[:-1]}" in converters):
             keys.update((full, packet))
     keys.update(f"torch.{n}" for n in dir(torch) if _is_noop(f"torch.{n}"))
@@ -1312,8 +1209,6 @@ def supported_ops() -> list[str]:
     """What the torch frontend handles (for ``irkit coverage``): the ATen overloads and packets
     it converts, their in-place forms, the size queries and size arithmetic it answers from
     the graph's metadata, and the assertions it drops."""
-    from irkit.frontends import torch_ops
-
     return sorted(set(torch_ops.CONVERTERS) | _handled_without_converter(torch_ops.CONVERTERS))
 
 

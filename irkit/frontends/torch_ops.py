@@ -24,7 +24,15 @@ from typing import Any
 
 import numpy as np
 
-from irkit.frontends.torch_export import Cx, Unsupported, lazy, result_dtype, torch_dtype_to_ir
+from irkit.frontends.torch_cx import (
+    Cx,
+    Unsupported,
+    _Lazy,
+    ir_dtype_to_torch,
+    lazy,
+    result_dtype,
+    torch_dtype_to_ir,
+)
 from irkit.ir.core import Value
 from irkit.ir.types import Dim, DType, SymDim, dim_add, dim_mul, dim_prod, normalize_axis
 
@@ -97,8 +105,6 @@ def _not(cx: Cx, x: Value) -> Value:
 
 
 def _force(v: Any) -> Any:
-    from irkit.frontends.torch_export import _Lazy
-
     return _Lazy.force(v)
 
 
@@ -200,19 +206,13 @@ def _rsub(cx: Cx, a: dict) -> Any:
 
 
 def _trunc(cx: Cx, v: Value) -> Value:
-    zero = cx.tensor(0, v.dtype)
-    return cx.b.where(cx.b.lt(v, zero), cx.b.ceil(v), cx.b.floor(v))
+    return cx.b.trunc(v)
 
 
-def _int_floor_div(cx: Cx, x: Value, y: Value) -> Value:
-    # ik.div truncates integers; floor division steps down when the signs differ and
-    # the division is inexact.
-    q = cx.b.div(x, y)
-    r = cx.b.sub(x, cx.b.mul(q, y))
-    zero = cx.tensor(0, x.dtype)
-    inexact = cx.b.ne(r, zero)
-    signs = cx.b.ne(cx.b.lt(r, zero), cx.b.lt(y, zero))
-    return cx.b.sub(q, cx.cast(_and(cx, inexact, signs), x.dtype))
+def _floor_div(cx: Cx, x: Value, y: Value) -> Value:
+    # ik.floor_div is np.floor_divide: floored for integers, and for floats the
+    # fmod-based quotient torch computes too (not floor(x / y), which rounds first).
+    return cx.b.floor_div(x, y)
 
 
 @conv("div", "true_divide")
@@ -225,7 +225,7 @@ def _div(cx: Cx, a: dict) -> Any:
     if mode == "trunc":
         return cx.b.div(x, y) if dt.is_int else _trunc(cx, cx.b.div(x, y))
     if mode == "floor":
-        return _int_floor_div(cx, x, y) if dt.is_int else cx.b.floor(cx.b.div(x, y))
+        return _floor_div(cx, x, y)
     raise Unsupported(f"rounding_mode '{mode}'")
 
 
@@ -233,18 +233,15 @@ def _div(cx: Cx, a: dict) -> Any:
 def _floor_divide(cx: Cx, a: dict) -> Any:
     dt = cx.out_dtype
     x, y = _binary_operands(cx, a["self"], a["other"], dt)
-    return _int_floor_div(cx, x, y) if dt.is_int else cx.b.floor(cx.b.div(x, y))
+    return _floor_div(cx, x, y)
 
 
 @conv("remainder")
 def _remainder(cx: Cx, a: dict) -> Any:
-    # Python-style modulo: the result takes the divisor's sign.
+    # Python-style modulo: the result takes the divisor's sign (ik.mod).
     dt = cx.out_dtype
     x, y = _binary_operands(cx, a["self"], a["other"], dt)
-    r = cx.b.rem(x, y)
-    zero = cx.tensor(0, dt)
-    fix = _and(cx, cx.b.ne(r, zero), cx.b.ne(cx.b.lt(r, zero), cx.b.lt(y, zero)))
-    return cx.b.where(fix, cx.b.add(r, y), r)
+    return cx.b.mod(x, y)
 
 
 @conv("fmod")
@@ -261,18 +258,37 @@ def _pow(cx: Cx, a: dict) -> Any:
     return cx.b.pow(x, e)
 
 
-@conv("maximum", "max.other", "fmax")
-def _maximum(cx: Cx, a: dict) -> Any:
-    dt = cx.out_dtype
-    x, y = _binary_operands(cx, a["self"], a["other"], dt)
-    return cx.b.max(x, y)
+def _max_min(ik: str) -> Converter:
+    def fn(cx: Cx, a: dict) -> Any:
+        dt = cx.out_dtype
+        x, y = _binary_operands(cx, a["self"], a["other"], dt)
+        if dt.is_bool:
+            return cx.b.create("ik.or" if ik == "max" else "ik.and", [x, y]).results[0]
+        r = cx.b.create(f"ik.{ik}", [x, y]).results[0]
+        if _opname(cx) in ("fmax", "fmin") and dt.is_float:
+            # fmax/fmin ignore a NaN operand (maximum/minimum propagate it).
+            r = cx.b.where(cx.b.isnan(y), x, cx.b.where(cx.b.isnan(x), y, r))
+        return r
+
+    return fn
 
 
-@conv("minimum", "min.other", "fmin")
-def _minimum(cx: Cx, a: dict) -> Any:
-    dt = cx.out_dtype
+conv("maximum", "max.other", "fmax")(_max_min("max"))
+conv("minimum", "min.other", "fmin")(_max_min("min"))
+
+
+@conv("atan2", "arctan2")
+def _atan2(cx: Cx, a: dict) -> Any:
+    dt = _float_dtype(cx)
     x, y = _binary_operands(cx, a["self"], a["other"], dt)
-    return cx.b.min(x, y)
+    return cx.b.atan2(x, y)
+
+
+@conv("nextafter")
+def _nextafter(cx: Cx, a: dict) -> Any:
+    dt = _float_dtype(cx)
+    x, y = _binary_operands(cx, a["self"], a["other"], dt)
+    return cx.b.nextafter(x, y)
 
 
 @conv("clamp", "clip", "clamp_min", "clamp_max", "hardtanh")
@@ -285,7 +301,7 @@ def _clamp(cx: Cx, a: dict) -> Any:
         x = cx.b.max(x, cx.tensor(lo, dt))
     if hi is not None:
         x = cx.b.min(x, cx.tensor(hi, dt))
-    return x
+    return cx.broadcast(x, cx.out_shape)
 
 
 # unary: aten packet -> (ik op, float only)
@@ -294,6 +310,15 @@ _UNARY = {
     "sqrt": ("sqrt", True), "rsqrt": ("rsqrt", True), "reciprocal": ("reciprocal", True),
     "tanh": ("tanh", True), "erf": ("erf", True), "sigmoid": ("sigmoid", True), "sin": ("sin", True),
     "cos": ("cos", True), "sign": ("sign", False), "relu": ("relu", False), "silu": ("silu", True),
+    "tan": ("tan", True), "asin": ("asin", True), "acos": ("acos", True), "atan": ("atan", True),
+    "arcsin": ("asin", True), "arccos": ("acos", True), "arctan": ("atan", True),
+    "sinh": ("sinh", True), "cosh": ("cosh", True), "asinh": ("asinh", True), "acosh": ("acosh", True),
+    "atanh": ("atanh", True), "arcsinh": ("asinh", True), "arccosh": ("acosh", True),
+    "arctanh": ("atanh", True), "log1p": ("log1p", True), "expm1": ("expm1", True),
+    "erfinv": ("erfinv", True), "lgamma": ("lgamma", True), "digamma": ("digamma", True),
+    "special_expm1": ("expm1", True), "special_log1p": ("log1p", True), "special_erfinv": ("erfinv", True),
+    "special_digamma": ("digamma", True), "special_psi": ("digamma", True), "special_gammaln": ("lgamma", True),
+    "negative": ("neg", False), "absolute": ("abs", False),
 }
 
 
@@ -311,7 +336,7 @@ for _name, (_ik, _fo) in _UNARY.items():
     conv(_name)(_unary(_ik, _fo))
 
 
-@conv("floor", "ceil", "trunc", "fix")
+@conv("floor", "ceil", "trunc", "fix", "round")
 def _rounding(cx: Cx, a: dict) -> Any:
     x = _require(a["self"], "input")
     if x.dtype.is_int or x.dtype.is_bool:
@@ -321,7 +346,17 @@ def _rounding(cx: Cx, a: dict) -> Any:
         return cx.b.floor(x)
     if name == "ceil":
         return cx.b.ceil(x)
-    return _trunc(cx, x)
+    if name == "round":
+        d = int(a.get("decimals") or 0)
+        if d == 0:
+            return cx.b.round(x)
+        # torch: round(x * 10^d) / 10^d (for d < 0: round(x / 10^-d) * 10^-d), half to even.
+        if d > 0:
+            p = cx.tensor(10.0 ** d, x.dtype)
+            return cx.b.div(cx.b.round(cx.b.mul(x, p)), p)
+        p = cx.tensor(10.0 ** -d, x.dtype)
+        return cx.b.mul(cx.b.round(cx.b.div(x, p)), p)
+    return cx.b.trunc(x)
 
 
 @conv("gelu")
@@ -337,20 +372,6 @@ def _square(cx: Cx, a: dict) -> Any:
     return cx.b.mul(x, x)
 
 
-@conv("log1p")
-def _log1p(cx: Cx, a: dict) -> Any:
-    dt = _float_dtype(cx)
-    x = cx.cast(_require(a["self"], "input"), dt)
-    return cx.b.log(cx.b.add(x, cx.tensor(1.0, dt)))
-
-
-@conv("expm1")
-def _expm1(cx: Cx, a: dict) -> Any:
-    dt = _float_dtype(cx)
-    x = cx.cast(_require(a["self"], "input"), dt)
-    return cx.b.sub(cx.b.exp(x), cx.tensor(1.0, dt))
-
-
 @conv("log2")
 def _log2(cx: Cx, a: dict) -> Any:
     dt = _float_dtype(cx)
@@ -363,13 +384,6 @@ def _exp2(cx: Cx, a: dict) -> Any:
     dt = _float_dtype(cx)
     x = cx.cast(_require(a["self"], "input"), dt)
     return cx.b.exp(cx.b.mul(x, cx.tensor(math.log(2.0), dt)))
-
-
-@conv("tan")
-def _tan(cx: Cx, a: dict) -> Any:
-    dt = _float_dtype(cx)
-    x = cx.cast(_require(a["self"], "input"), dt)
-    return cx.b.div(cx.b.sin(x), cx.b.cos(x))
 
 
 @conv("leaky_relu")
@@ -409,28 +423,16 @@ def _softplus(cx: Cx, a: dict) -> Any:
     return cx.b.where(cx.b.gt(bx, cx.tensor(thr, dt)), x, soft)
 
 
-@conv("isnan")
+@conv("isnan", "isinf", "isfinite", "isposinf", "isneginf")
 def _isnan(cx: Cx, a: dict) -> Any:
     x = _require(a["self"], "input")
+    name = _opname(cx)
     if not x.dtype.is_float:
-        return cx.splat(False, DType.bool, x.shape)
-    return cx.b.ne(x, x)
-
-
-@conv("isinf")
-def _isinf(cx: Cx, a: dict) -> Any:
-    x = _require(a["self"], "input")
-    if not x.dtype.is_float:
-        return cx.splat(False, DType.bool, x.shape)
-    return cx.b.eq(cx.b.abs(x), cx.tensor(float("inf"), x.dtype))
-
-
-@conv("isfinite")
-def _isfinite(cx: Cx, a: dict) -> Any:
-    x = _require(a["self"], "input")
-    if not x.dtype.is_float:
-        return cx.splat(True, DType.bool, x.shape)
-    return cx.b.lt(cx.b.abs(x), cx.tensor(float("inf"), x.dtype))
+        return cx.splat(name == "isfinite", DType.bool, x.shape)
+    if name in ("isposinf", "isneginf"):
+        inf = float("inf") if name == "isposinf" else float("-inf")
+        return cx.b.eq(x, cx.tensor(inf, x.dtype))
+    return cx.b.create(f"ik.{name}", [x]).results[0]
 
 
 # ---------------------------------------------------------------------------
@@ -488,9 +490,13 @@ def _logical_not(cx: Cx, a: dict) -> Any:
 
 def _bitwise(ik: str) -> Converter:
     def fn(cx: Cx, a: dict) -> Any:
-        if cx.out_dtype != DType.bool:
-            raise Unsupported("bitwise ops on integers")
-        return _logical(ik)(cx, a)
+        dt = cx.out_dtype
+        if dt == DType.bool:
+            return _logical(ik)(cx, a)
+        if not dt.is_int:
+            raise Unsupported(f"bitwise {ik} on {dt}")
+        x, y = _binary_operands(cx, a["self"], a["other"], dt)
+        return cx.b.create(f"ik.bitwise_{ik}", [x, y]).results[0]
 
     return fn
 
@@ -502,9 +508,27 @@ conv("bitwise_xor", "__xor__")(_bitwise("xor"))
 
 @conv("bitwise_not")
 def _bitwise_not(cx: Cx, a: dict) -> Any:
-    if cx.out_dtype != DType.bool:
-        raise Unsupported("bitwise not on integers")
-    return _not(cx, _require(a["self"], "input"))
+    x = _require(a["self"], "input")
+    if cx.out_dtype == DType.bool:
+        return _not(cx, x)
+    return cx.b.bitwise_not(x)
+
+
+def _shift(left: bool) -> Converter:
+    def fn(cx: Cx, a: dict) -> Any:
+        dt = cx.out_dtype
+        if not dt.is_int:
+            raise Unsupported(f"bit shift on {dt}")
+        x, y = _binary_operands(cx, a["self"], a["other"], dt)
+        if left:
+            return cx.b.shift_left(x, y)
+        return cx.b.shift_right_arithmetic(x, y) if dt.is_signed else cx.b.shift_right_logical(x, y)
+
+    return fn
+
+
+conv("bitwise_left_shift", "__lshift__")(_shift(True))
+conv("bitwise_right_shift", "__rshift__")(_shift(False))
 
 
 @conv("where")
@@ -559,11 +583,12 @@ def _max_min_dim(ik: str) -> Converter:
         x = _require(a["self"], "input")
         ax = _axis(a["dim"], x.type.rank)
         keep = bool(a.get("keepdim") or False)
-        vals = cx.b.create(f"ik.reduce_{ik}", [x], {"axes": (ax,), "keepdims": keep}).results[0]
-        if ik == "max":
-            idx = lazy(lambda: cx.b.argmax(x, axis=ax, keepdims=keep))
-        else:
-            idx = lazy(lambda: cx.b.argmax(cx.b.neg(x), axis=ax, keepdims=keep))
+        if x.type.rank == 0:
+            return (x, lazy(lambda: cx.splat(0, DType.i64, ())))
+        xv = cx.cast(x, DType.i8) if x.dtype.is_bool else x
+        vals = cx.b.create(f"ik.reduce_{ik}", [xv], {"axes": (ax,), "keepdims": keep}).results[0]
+        vals = cx.cast(vals, x.dtype)
+        idx = lazy(lambda: cx.b.create(f"ik.arg{ik}", [xv], {"axis": ax, "keepdims": keep}).results[0])
         return (vals, idx)
 
     return fn
@@ -576,15 +601,16 @@ conv("min.dim")(_max_min_dim("min"))
 @conv("argmax", "argmin")
 def _argmax(cx: Cx, a: dict) -> Any:
     x = _require(a["self"], "input")
-    if _opname(cx) == "argmin":
-        x = cx.b.neg(x) if not x.dtype.is_bool else x
+    ik = "ik." + _opname(cx)
+    if x.dtype.is_bool:
+        x = cx.cast(x, DType.i8)
     dim = a.get("dim")
     keep = bool(a.get("keepdim") or False)
-    if dim is None:
+    if dim is None or x.type.rank == 0:
         flat = cx.reshape(x, (dim_prod(x.shape),))
-        r = cx.b.argmax(flat, axis=0, keepdims=False)
-        return cx.reshape(r, cx.out_shape) if keep else r
-    return cx.b.argmax(x, axis=_axis(dim, x.type.rank), keepdims=keep)
+        r = cx.b.create(ik, [flat], {"axis": 0, "keepdims": False}).results[0]
+        return cx.reshape(r, cx.out_shape)
+    return cx.b.create(ik, [x], {"axis": _axis(dim, x.type.rank), "keepdims": keep}).results[0]
 
 
 @conv("any", "all")
@@ -654,30 +680,41 @@ def _vector_norm(cx: Cx, a: dict) -> Any:
     return cx.b.sqrt(s)
 
 
-@conv("cumsum")
-def _cumsum(cx: Cx, a: dict) -> Any:
-    # A running sum is a product with a triangular matrix of ones: exact for integers,
-    # and the IR needs no scan op.
-    x = _require(a["self"], "input")
-    dt = cx.out_dtype
-    x = cx.cast(x, dt)
-    r = x.type.rank
-    if r == 0:
-        return x
-    ax = _axis(a["dim"], r)
-    n = x.shape[ax]
-    rows = cx.b.iota(shape=(n, n), axis=0, dtype=DType.i64)
-    cols = cx.b.iota(shape=(n, n), axis=1, dtype=DType.i64)
-    tri = cx.cast(cx.b.le(rows, cols), dt)  # tri[i, j] = 1 where i <= j
-    perm = tuple(i for i in range(r) if i != ax) + (ax,)
-    inv = tuple(int(i) for i in np.argsort(perm))
-    xt = cx.b.transpose(x, perm=perm) if perm != tuple(range(r)) else x
-    if r == 1:
-        xt = cx.reshape(xt, (1, n))
-    y = cx.b.matmul(xt, tri)
-    if r == 1:
-        y = cx.reshape(y, (n,))
-    return cx.b.transpose(y, perm=inv) if perm != tuple(range(r)) else y
+def _scan(ik: str) -> Converter:
+    def fn(cx: Cx, a: dict) -> Any:
+        x = _require(a["self"], "input")
+        multi = isinstance(cx.meta, (tuple, list))
+        dt = cx.out_type(0).dtype if multi else cx.out_dtype
+        x = cx.cast(x, dt)
+        r = x.type.rank
+        if r == 0:
+            return (x, lazy(lambda: cx.splat(0, DType.i64, ()))) if multi else x
+        ax = _axis(a["dim"], r)
+        xs = cx.cast(x, DType.i8) if dt.is_bool else x
+        y = cx.b.create(f"ik.{ik}", [xs], {"axis": ax}).results[0]
+        y = cx.cast(y, dt)
+        if not multi:
+            return y
+
+        def indices() -> Value:
+            # The index of the running max/min is the last position where x reaches it
+            # (torch takes the later one on ties, and a NaN once one is seen).
+            hit = cx.b.eq(xs, cx.cast(y, xs.dtype))
+            if xs.dtype.is_float:
+                hit = cx.b.create("ik.or", [hit, cx.b.isnan(xs)]).results[0]
+            pos = cx.b.iota(shape=x.shape, axis=ax, dtype=DType.i64)
+            marks = cx.b.where(hit, pos, cx.tensor(0, DType.i64))
+            return cx.b.cummax(marks, axis=ax)
+
+        return (y, lazy(indices))
+
+    return fn
+
+
+conv("cumsum")(_scan("cumsum"))
+conv("cumprod")(_scan("cumprod"))
+conv("cummax")(_scan("cummax"))
+conv("cummin")(_scan("cummin"))
 
 
 # ---------------------------------------------------------------------------
@@ -742,8 +779,6 @@ def _rms_eps(x: Value, eps: Any) -> float:
         return float(eps)
     # torch's default: the machine epsilon of the input's dtype.
     import torch
-
-    from irkit.frontends.torch_export import ir_dtype_to_torch
 
     return float(torch.finfo(ir_dtype_to_torch(x.dtype)).eps)
 
@@ -956,54 +991,6 @@ def _pair(v: Any, n: int) -> tuple[int, ...]:
         return (int(v),) * n
     t = tuple(int(x) for x in v)
     return t * n if len(t) == 1 else t
-
-
-def _conv_nd(cx: Cx, x: Value, w: Value, bias: Any, stride: Any, padding: Any, dilation: Any,
-             groups: int) -> Value:
-    nd = x.type.rank - 2
-    if nd not in (1, 2):
-        raise Unsupported(f"{nd}-d convolution (1-d and 2-d are supported)")
-    st, dl = _pair(stride, nd), _pair(dilation, nd)
-    k = [_static(d, "kernel size") for d in w.shape[2:]]
-    if isinstance(padding, str):
-        if padding == "valid":
-            pad = (0,) * nd
-            pads_lo = pads_hi = pad
-        elif padding == "same":
-            total = [dl[i] * (k[i] - 1) for i in range(nd)]
-            pads_lo = tuple(t // 2 for t in total)
-            pads_hi = tuple(t - t // 2 for t in total)
-        else:
-            raise Unsupported(f"padding '{padding}'")
-    else:
-        pads_lo = pads_hi = _pair(padding, nd)
-    if nd == 1:
-        x = cx.reshape(x, (x.shape[0], x.shape[1], 1, x.shape[2]))
-        w = cx.reshape(w, (w.shape[0], w.shape[1], 1, w.shape[2]))
-        st, dl = (1,) + st, (1,) + dl
-        pads_lo, pads_hi = (0,) + tuple(pads_lo), (0,) + tuple(pads_hi)
-    padding4 = tuple(pads_lo) + tuple(pads_hi)
-    if isinstance(bias, Value) and bias.dtype != x.dtype:
-        bias = cx.cast(bias, x.dtype)
-    y = cx.b.conv2d(x, w, bias if isinstance(bias, Value) else None, strides=tuple(st),
-                    padding=padding4, dilations=tuple(dl), groups=int(groups))
-    if nd == 1:
-        y = cx.reshape(y, cx.out_shape)
-    return y
-
-
-@conv("convolution", "_convolution")
-def _convolution(cx: Cx, a: dict) -> Any:
-    if a.get("transposed"):
-        raise Unsupported("transposed convolution")
-    return _conv_nd(cx, _require(a["input"], "input"), _require(a["weight"], "weight"), a.get("bias"),
-                    a["stride"], a["padding"], a["dilation"], int(a["groups"]))
-
-
-@conv("conv2d", "conv1d")
-def _conv2d(cx: Cx, a: dict) -> Any:
-    return _conv_nd(cx, _require(a["input"], "input"), _require(a["weight"], "weight"), a.get("bias"),
-                    a.get("stride", 1), a.get("padding", 0), a.get("dilation", 1), int(a.get("groups", 1)))
 
 
 # ---------------------------------------------------------------------------
@@ -1352,25 +1339,6 @@ def _repeat_interleave(cx: Cx, a: dict) -> Any:
 @conv("tile")
 def _tile(cx: Cx, a: dict) -> Any:
     return _repeat(cx, {"self": a["self"], "repeats": list(a["dims"])})
-
-
-@conv("constant_pad_nd", "pad")
-def _pad(cx: Cx, a: dict) -> Any:
-    x = _require(a["self"], "input")
-    mode = a.get("mode") or "constant"
-    if mode != "constant":
-        raise Unsupported(f"{mode} padding")
-    pad = [int(p) for p in a["pad"]]
-    if any(p < 0 for p in pad):
-        raise Unsupported("negative padding (cropping)")
-    r = x.type.rank
-    before, after = [0] * r, [0] * r
-    # torch lists (last dim before, last dim after, second-to-last before, ...).
-    for i in range(len(pad) // 2):
-        before[r - 1 - i] = pad[2 * i]
-        after[r - 1 - i] = pad[2 * i + 1]
-    value = a.get("value")
-    return cx.b.pad(x, pads=tuple(before + after), value=float(value or 0.0))
 
 
 # ---------------------------------------------------------------------------

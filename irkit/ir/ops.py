@@ -542,14 +542,14 @@ def _def_logical(name: str, fn: Callable) -> None:
                       traits=frozenset({"elementwise", "pure", "commutative", "logical"})))
 
 
-for _n, (_fn, _fl, _dom) in UNARY.items():
-    _def_unary(_n, _fn, _fl, _dom)
-for _n, (_fn, _fl, _c, _dom) in BINARY.items():
-    _def_binary(_n, _fn, _fl, _c, _dom)
-for _n, _fn in COMPARE.items():
-    _def_compare(_n, _fn)
-for _n, _fn in LOGICAL.items():
-    _def_logical(_n, _fn)
+for _n, (_ufn, _fl, _dom) in UNARY.items():
+    _def_unary(_n, _ufn, _fl, _dom)
+for _n, (_bfn, _fl, _c, _dom) in BINARY.items():
+    _def_binary(_n, _bfn, _fl, _c, _dom)
+for _n, _cfn in COMPARE.items():
+    _def_compare(_n, _cfn)
+for _n, _lfn in LOGICAL.items():
+    _def_logical(_n, _lfn)
 
 
 def _not_infer(ts, a):
@@ -644,24 +644,117 @@ def _def_reduce(name: str, fn: Callable) -> None:
                       traits=frozenset({"pure", "reduction", "reorders"})))
 
 
-for _n, _fn in {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min, "prod": np.prod}.items():
-    _def_reduce(_n, _fn)
+_REDUCE_FNS: dict[str, Callable[..., Any]] = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min,
+                                              "prod": np.prod}
+for _n, _rfn in _REDUCE_FNS.items():
+    _def_reduce(_n, _rfn)
 
 
 def _argmax_infer(ts, a):
     t = ts[0]
-    ax = normalize_axis(a["axis"], t.rank)
+    if t.dtype.is_bool:
+        raise OpError("operand must be numeric, got i1")
+    try:
+        ax = normalize_axis(a["axis"], t.rank)
+    except ValueError as e:
+        raise OpError(str(e)) from None
     keep = a.get("keepdims", False)
     shape = [1 if i == ax else d for i, d in enumerate(t.shape)] if keep else \
         [d for i, d in enumerate(t.shape) if i != ax]
     return [TensorType(tuple(shape), DType.i64)]
 
 
-register_op(OpDef("ik.argmax", "index of the maximum along an axis", ("x",), _argmax_infer,
-                  lambda xs, a, ctx: [np.argmax(_f(xs[0]), axis=a["axis"], keepdims=a.get("keepdims", False)).astype(np.int64)],
-                  lambda ins, outs, dts, a: Cost(float(_numel(ins[0])), _nbytes(ins, dts[:1]), _nbytes(outs, dts[1:])),
-                  attrs={"axis": AttrSpec("int"), "keepdims": AttrSpec("bool", False)},
-                  traits=frozenset({"pure", "reduction"})))
+def _def_arg_reduce(name: str, fn: Callable[..., np.ndarray], what: str) -> None:
+    def ref(xs, a, ctx):
+        x = _f(xs[0])
+        ax = normalize_axis(a["axis"], x.ndim)
+        keep = a.get("keepdims", False)
+        if x.shape[ax] == 0:
+            raise ValueError(f"{name} over an empty axis {ax}")
+        if a.get("select_last_index", False):
+            n = x.shape[ax]
+            r = n - 1 - fn(np.flip(x, ax), axis=ax, keepdims=keep)
+        else:
+            r = fn(x, axis=ax, keepdims=keep)
+        return [np.asarray(r).astype(np.int64)]
+
+    register_op(OpDef(f"ik.{name}", f"index of the {what} along an axis (first, or last with select_last_index; "
+                      "NaN counts as the extreme)", ("x",), _argmax_infer, ref,
+                      lambda ins, outs, dts, a: Cost(float(_numel(ins[0])), _nbytes(ins, dts[:1]), _nbytes(outs, dts[1:])),
+                      attrs={"axis": AttrSpec("int"), "keepdims": AttrSpec("bool", False),
+                             "select_last_index": AttrSpec("bool", False)},
+                      traits=frozenset({"pure", "reduction"})))
+
+
+_def_arg_reduce("argmax", np.argmax, "maximum")
+_def_arg_reduce("argmin", np.argmin, "minimum")
+
+
+# ---------------------------------------------------------------------------
+# Scans
+
+
+def scan_identity(kind: str, dtype: DType) -> Any:
+    """The identity of a scan (or window reduction) ``kind`` in ``dtype``: what an exclusive
+    scan starts from and what padding holds."""
+    if kind in ("sum", "cumsum"):
+        return 0
+    if kind in ("prod", "cumprod"):
+        return 1
+    lowest = kind in ("max", "cummax")
+    if dtype.is_float:
+        return -math.inf if lowest else math.inf
+    info = np.iinfo(dtype.np)
+    return int(info.min) if lowest else int(info.max)
+
+
+_SCANS: dict[str, Callable[..., np.ndarray]] = {
+    "cumsum": np.cumsum, "cumprod": np.cumprod,
+    "cummax": np.maximum.accumulate, "cummin": np.minimum.accumulate,
+}
+
+
+def _scan_infer(ts, a):
+    t = ts[0]
+    if t.dtype.is_bool:
+        raise OpError("operand must be numeric, got i1")
+    try:
+        normalize_axis(a["axis"], t.rank)
+    except ValueError as e:
+        raise OpError(str(e)) from None
+    return [t]
+
+
+def _def_scan(name: str) -> None:
+    fn = _SCANS[name]
+
+    def ref(xs, a, ctx):
+        x = _f(xs[0])
+        dt = ctx.out_types[0].dtype
+        ax = normalize_axis(a["axis"], x.ndim)
+        rev = a.get("reverse", False)
+        if rev:
+            x = np.flip(x, ax)
+        if x.dtype.kind in "iu" and name in ("cumsum", "cumprod"):
+            x = x.astype(np.uint64 if x.dtype.kind == "u" else np.int64)  # wraps like the target type
+        with np.errstate(all="ignore"):
+            r = fn(x, axis=ax)
+        if a.get("exclusive", False) and x.shape[ax]:
+            ident = np.full_like(np.take(r, [0], axis=ax), scan_identity(name, dt))
+            r = np.concatenate([ident, np.take(r, np.arange(x.shape[ax] - 1), axis=ax)], axis=ax)
+        if rev:
+            r = np.flip(r, ax)
+        return [_out(r, dt)]
+
+    register_op(OpDef(f"ik.{name}", f"{name[3:]} scan along an axis (inclusive unless exclusive; reverse scans "
+                      "from the end)", ("x",), _scan_infer, ref, _io_cost(1),
+                      attrs={"axis": AttrSpec("int"), "reverse": AttrSpec("bool", False),
+                             "exclusive": AttrSpec("bool", False)},
+                      traits=frozenset({"pure", "scan", "reorders"})))
+
+
+for _n in _SCANS:
+    _def_scan(_n)
 
 
 # ---------------------------------------------------------------------------
@@ -1018,13 +1111,22 @@ def _gather_infer(ts, a):
     return [TensorType(data.shape[:ax] + idx.shape + data.shape[ax + 1:], data.dtype)]
 
 
+def wrap_indices(idx: np.ndarray, n: int, what: str) -> np.ndarray:
+    """Indices in ``[-n, n)`` as int64 in ``[0, n)`` (negative ones wrap, as in ONNX, NumPy and
+    torch); IndexError naming the range otherwise, never clamping."""
+    idx = np.asarray(idx).astype(np.int64)
+    if idx.size:
+        lo, hi = int(idx.min()), int(idx.max())
+        if lo < -n or hi >= n:
+            bad = lo if lo < -n else hi
+            raise IndexError(f"{what} index {bad} out of range [-{n}, {n})")
+    return np.where(idx < 0, idx + n, idx)
+
+
 def _gather_ref(xs, a, ctx):
     data, idx = xs
     ax = normalize_axis(a.get("axis", 0), data.ndim)
-    n = data.shape[ax]
-    if idx.size and (idx.min() < -n or idx.max() >= n):
-        raise IndexError(f"gather index out of range [0, {n})")
-    return [np.take(data, idx.astype(np.int64), axis=ax)]
+    return [np.take(data, wrap_indices(idx, data.shape[ax], "gather"), axis=ax)]
 
 
 def _gather_cost(ins, outs, dts, a):
@@ -1367,5 +1469,5 @@ def op_cost(op: Op, bindings: Mapping[str, int]) -> Cost:
 __all__ = [
     "OPS", "OpDef", "AttrSpec", "Cost", "OpError", "RefContext", "register_op", "get_op", "infer_types",
     "op_cost", "named_operands", "segment_sizes", "SEGMENTS", "UNARY", "BINARY", "COMPARE", "LOGICAL",
-    "attention_reference", "REQUIRED",
+    "attention_reference", "REQUIRED", "scan_identity", "wrap_indices",
 ]

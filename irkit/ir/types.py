@@ -10,6 +10,7 @@ is all type inference for Transformer graphs needs.
 
 from __future__ import annotations
 
+import builtins
 import enum
 import re
 from dataclasses import dataclass
@@ -17,6 +18,9 @@ from typing import Iterable, Mapping, Sequence, Union
 
 import ml_dtypes
 import numpy as np
+
+
+_NumpyDType = np.dtype  # inside DType, ``np`` names the property below
 
 
 class DType(enum.Enum):
@@ -46,21 +50,21 @@ class DType(enum.Enum):
         return _NP[self].itemsize
 
     @property
-    def is_float(self) -> bool:
+    def is_float(self) -> builtins.bool:
         return self in (DType.f64, DType.f32, DType.f16, DType.bf16)
 
     @property
-    def is_int(self) -> bool:
+    def is_int(self) -> builtins.bool:
         """Every integer type, signed or unsigned (not i1)."""
         return self in _SIGNED or self in _UNSIGNED
 
     @property
-    def is_signed(self) -> bool:
+    def is_signed(self) -> builtins.bool:
         """A signed integer type (i8 ... i64); false for floats and i1."""
         return self in _SIGNED
 
     @property
-    def is_unsigned(self) -> bool:
+    def is_unsigned(self) -> builtins.bool:
         """An unsigned integer type (ui8 ... ui64)."""
         return self in _UNSIGNED
 
@@ -70,7 +74,7 @@ class DType(enum.Enum):
         return 1 if self is DType.bool else _NP[self].itemsize * 8
 
     @property
-    def is_bool(self) -> bool:
+    def is_bool(self) -> builtins.bool:
         return self is DType.bool
 
     def __str__(self) -> str:
@@ -90,7 +94,7 @@ class DType(enum.Enum):
             ) from None
 
     @staticmethod
-    def from_numpy(dt: np.dtype | type) -> DType:
+    def from_numpy(dt: _NumpyDType | type) -> DType:
         """The IR dtype of a NumPy dtype; raises ValueError for unsupported ones."""
         dt = np.dtype(dt)
         for k, v in _NP.items():

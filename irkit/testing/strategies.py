@@ -5,9 +5,23 @@ chains with broadcasting, reductions, norms (decomposed and fused), matmuls
 against random weights, reshapes and transposes, casts through half types,
 where/compare masks, and whole attention blocks in several spellings (scale on
 the scores or on Q, causal masks from a buffer or iota-compare, eager softmax or
-the fused op, grouped K/V heads).  Shapes may carry symbolic dims.  Values stay
-finite: ops with a restricted domain get a positive operand, ``exp`` sees only
-bounded inputs.
+the fused op, grouped K/V heads).  Shapes may carry symbolic dims.  Ops with a
+restricted domain get a positive operand and ``exp`` sees only bounded inputs, so
+non-finite values come only from where they are put on purpose:
+
+With ``special=True`` (the default) graphs also carry the values every pass and
+target must treat like the oracle: NaN, +Inf or -Inf written into one element
+(row 0 of the second-to-last axis, one column) by an iota-compare ``where`` — at a
+fixed position, never decided by a value, so a pass that rounds (``mixed-precision``)
+cannot move it; gathers whose constant indices hold negative and boundary values
+(``0``, ``n-1``, ``-1``, ``-n``); fused attention whose mask leaves query row 0
+with no key at all (the fused op defines that row as zeros; the decomposed
+spellings keep finite fills and no fully masked row, since ``fuse-attention``
+documents that it defines those rows); and empty tensors where the ops allow
+them (a zero-width slice concatenated back, a sum over an empty axis).  Each is
+one step among many, so most elements of most graphs stay finite and the
+comparison against the oracle keeps its power; NaN compares equal to NaN in
+:func:`irkit.check.compare` only at the same positions.
 
 Use them to test your own passes::
 
@@ -61,11 +75,60 @@ class _Gen:
     def static_tail(self, v: Value) -> tuple[int, ...]:
         return tuple(d if isinstance(d, int) else -1 for d in v.shape)
 
+    special = True
+
     def step(self) -> None:
-        kind = self.draw(st.sampled_from(
-            ["unary", "unary", "binary", "binary_const", "reduce", "softmax", "norm", "matmul", "transpose",
-             "reshape", "cast", "where", "attention", "concat_slice", "activation"]))
+        kinds = ["unary", "unary", "binary", "binary_const", "reduce", "softmax", "norm", "matmul", "transpose",
+                 "reshape", "cast", "where", "attention", "concat_slice", "activation"]
+        if self.special:
+            kinds += ["special_value", "gather", "empty"]
+        kind = self.draw(st.sampled_from(kinds))
         getattr(self, f"_{kind}")()
+
+    # -- special values -----------------------------------------------------------
+    def _special_value(self) -> None:
+        """NaN or ±Inf in one element: column j of row 0 (of the second-to-last axis)."""
+        x = self.pick(lambda v: v.type.rank >= 1 and isinstance(v.shape[-1], int) and v.shape[-1] >= 1)
+        if x is None:
+            return
+        b = self.b
+        r = x.type.rank
+        j = self.draw(st.integers(0, x.shape[-1] - 1))  # type: ignore[operator]
+        value = self.draw(st.sampled_from([math.nan, math.inf, -math.inf]))
+        cond = b.eq(b.iota(shape=x.shape, axis=r - 1, dtype=DType.i64), b.scalar(j, DType.i64))
+        if r >= 2:
+            cond = b.create("ik.and", [cond, b.eq(b.iota(shape=x.shape, axis=r - 2, dtype=DType.i64),
+                                                   b.scalar(0, DType.i64))]).results[0]
+        self.values.append(b.where(cond, b.scalar(value, DType.f32), x))
+
+    def _gather(self) -> None:
+        """A gather along a static axis with constant indices, negative and boundary ones included."""
+        x = self.pick(lambda v: any(isinstance(d, int) and d >= 1 for d in v.shape))
+        if x is None:
+            return
+        axes = [i for i, d in enumerate(x.shape) if isinstance(d, int) and d >= 1]
+        ax = axes[self.draw(st.integers(0, len(axes) - 1))]
+        n = x.shape[ax]
+        m = self.draw(st.integers(1, 4))
+        edge = [0, n - 1, -1, -n]  # type: ignore[operator]
+        idx = [edge[k] if k < len(edge) and self.draw(st.booleans()) else
+               int(self.rng.integers(-n, n)) for k in range(m)]  # type: ignore[operator]
+        dt = self.draw(st.sampled_from([np.int64, np.int32]))
+        self.values.append(self.b.gather(x, self.b.constant(np.array(idx, dtype=dt)), axis=ax))
+
+    def _empty(self) -> None:
+        """Zero-size tensors mid-graph: a zero-width slice concatenated back, or summed over (0)."""
+        x = self.pick(lambda v: v.type.rank >= 1 and isinstance(v.shape[-1], int))
+        if x is None:
+            return
+        b = self.b
+        r = x.type.rank
+        empty = b.slice(x, start=(0,) * r, limit=tuple(x.shape[:-1]) + (0,))
+        if self.draw(st.booleans()):
+            y = b.concat(empty, x, axis=r - 1) if self.draw(st.booleans()) else b.concat(x, empty, axis=r - 1)
+        else:
+            y = b.add(x, b.reduce_sum(empty, axes=(-1,), keepdims=True))
+        self.values.append(y)
 
     # -- op kinds ---------------------------------------------------------------
     def _unary(self) -> None:
@@ -244,7 +307,13 @@ class _Gen:
         scale = 1 / math.sqrt(dh)
         causal = self.draw(st.booleans())
         if self.draw(st.booleans()):
-            out = b.attention(q, k, v, scale=scale, causal=causal)
+            mask = None
+            if self.special and self.draw(st.booleans()):
+                # Keys j <= i for query i, and none at all for query row 0: the fused op gives it zeros.
+                qi = b.iota(shape=(S, S), axis=0, dtype=DType.i64)
+                ki = b.iota(shape=(S, S), axis=1, dtype=DType.i64)
+                mask = b.create("ik.and", [b.le(ki, qi), b.ne(qi, b.scalar(0, DType.i64))]).results[0]
+            out = b.attention(q, k, v, mask, scale=scale, causal=causal)
         else:
             if kv_heads != heads:
                 rep = heads // kv_heads
@@ -265,8 +334,9 @@ class _Gen:
 
 
 @st.composite
-def modules(draw: Any, max_ops: int = 10, symbolic: bool = True) -> Module:
-    """A random valid module: 1-2 f32 inputs (maybe with symbols B, S) and 1..max_ops steps."""
+def modules(draw: Any, max_ops: int = 10, symbolic: bool = True, special: bool = True) -> Module:
+    """A random valid module: 1-2 f32 inputs (maybe with symbols B, S) and 1..max_ops steps;
+    ``special`` adds the NaN/Inf, edge-index, fully-masked-row and empty-tensor steps."""
     rng = np.random.default_rng(draw(st.integers(0, 2**31 - 1)))
     use_sym = symbolic and draw(st.booleans())
     Bd: Any = SymDim.symbol("B") if use_sym else draw(st.sampled_from([1, 2]))
@@ -280,6 +350,7 @@ def modules(draw: Any, max_ops: int = 10, symbolic: bool = True) -> Module:
     if use_sym:
         f.attrs["ik.sym_examples"] = ("B=2", "S=3")
     g = _Gen(draw, b, rng, {"B": 2, "S": 3})
+    g.special = special
     g.values.extend(f.args)
     n = draw(st.integers(1, max_ops))
     for i in range(n):

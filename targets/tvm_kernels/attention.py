@@ -19,8 +19,9 @@ Masking semantics (defined here, tested against a NumPy float64/float32 referenc
 * ``causal``: key ``j`` is visible to query ``i`` iff ``j <= i + causal_offset``. The default
   offset 0 is PyTorch's ``is_causal`` (top-left aligned); ``Skv - Sq`` gives the bottom-right
   alignment used with a KV cache.
-* A row whose every score is ``-inf`` (all keys masked by causal/bias) produces NaN, exactly
-  what the reference ``exp(s - max(s)) / sum(...)`` gives (0/0). A row masked with a finite
+* A row whose every score is ``-inf`` (all keys masked by causal/bias) produces zeros, the
+  convention of FlashAttention, onnxruntime and the IR's reference (``attention_reference``),
+  never the NaN of a naive ``exp(s - max(s)) / sum(...)`` (0/0). A row masked with a finite
   large negative (``finfo.min``) stays finite and matches the reference softmax computed in
   the kernel's float32 arithmetic (there the mask absorbs the scores, so the row is uniform).
 
@@ -383,7 +384,7 @@ def _build_cpu(spec: _Spec, tq: int, tk: int, lanes: int, name: str) -> tirx.Pri
                             with T.vectorized(0, d) as dd:
                                 _store(
                                     out,
-                                    (acc[i, dd] / lsum[i]).astype(spec.dtype),
+                                    _normalise(acc[i, dd], lsum[i], spec.dtype),
                                     bi,
                                     hi,
                                     q0 + i,
@@ -471,8 +472,13 @@ def _build_cuda(spec: _Spec, tq: int, tk: int, name: str) -> tirx.PrimFunc:
                                 _store(acc, acc[dd] + s[j] * vs[j, dd], dd)
                     with T.If(qi < spec.sq), T.Then():
                         with T.serial(0, d, unroll=True) as dd:
-                            _store(out, (acc[dd] / st[1]).astype(spec.dtype), bi, hi, qi, dd)
+                            _store(out, _normalise(acc[dd], st[1], spec.dtype), bi, hi, qi, dd)
     return ib.get()
+
+
+def _normalise(acc: Any, lsum: Any, dtype: str) -> Any:
+    """``acc / lsum`` as ``dtype``; 0 where no key was visible (``lsum == 0``), not 0/0 = NaN."""
+    return tirx.Select(lsum > f32(0.0), acc / lsum, f32(0.0)).astype(dtype)
 
 
 def reference(
@@ -507,8 +513,10 @@ def reference(
         skv = k.shape[2]
         vis = np.arange(skv)[None, :] <= np.arange(sq)[:, None] + causal_offset
         s = np.where(vis, s, -np.inf)
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore"):
         mx = s.max(axis=-1, keepdims=True)
+        mx = np.where(np.isneginf(mx), 0, mx)
         e = np.exp(s - mx)
-        p = e / e.sum(axis=-1, keepdims=True)
+        den = e.sum(axis=-1, keepdims=True)
+        p = np.where(den > 0, e / np.where(den > 0, den, 1), 0)  # a fully masked row gives zeros
     return np.einsum("bhij,bhjd->bhid", p, v)

@@ -138,3 +138,62 @@ def test_dense_is_immutable_and_splat_is_free() -> None:
         d.array[0] = 1
     big = Dense.splat(1.5, (99999999999, 99999999999), DType.f32)
     assert big.is_splat and big.shape == (99999999999, 99999999999)
+
+
+def test_integer_dtypes_signed_and_unsigned() -> None:
+    from irkit.ir.types import promote
+
+    signed = {DType.i8, DType.i16, DType.i32, DType.i64}
+    unsigned = {DType.ui8, DType.ui16, DType.ui32, DType.ui64}
+    for d in DType:
+        assert d.is_int == (d in signed | unsigned), d
+        assert d.is_signed == (d in signed) and d.is_unsigned == (d in unsigned), d
+        if d.is_int:
+            assert d.bits == 8 * d.itemsize and DType.from_numpy(d.np) is d and DType.parse(str(d)) is d
+    assert not DType.bool.is_int and not DType.f32.is_signed and DType.bool.bits == 1
+    assert DType.from_numpy(np.uint8) is DType.ui8 and DType.from_numpy(np.int16) is DType.i16
+    assert promote(DType.ui8, DType.i8) is DType.i16 and promote(DType.ui32, DType.i64) is DType.i64
+    assert promote(DType.ui64, DType.i32) is DType.i64 and promote(DType.ui8, DType.ui16) is DType.ui16
+    assert promote(DType.ui8, DType.f16) is DType.f16
+    with pytest.raises(ValueError, match="unknown element type 'u8'"):
+        DType.parse("u8")
+
+
+@pytest.mark.parametrize("name, types, attrs, msg", [
+    ("ik.tan", [TensorType((3,), DType.i32)], {}, "must be a float type, got i32"),
+    ("ik.bitwise_not", [TensorType((3,), DType.f32)], {}, "must be an integer type"),
+    ("ik.isnan", [TensorType((3,), DType.i64)], {}, "must be a float type"),
+    ("ik.shift_left", [TensorType((3,), DType.i32), TensorType((3,), DType.ui32)], {}, "one element type"),
+    ("ik.cumsum", [TensorType((3,), DType.bool)], {"axis": 0}, "numeric, got i1"),
+    ("ik.cumsum", [TensorType((3,), DType.f32)], {"axis": 1}, "axis 1 out of range for rank 1"),
+    ("ik.gather_elements", [TensorType((3, 4), DType.f32), TensorType((3,), DType.i64)], {"axis": 0},
+     "indices rank 1 must equal data rank 2"),
+    ("ik.gather_elements", [TensorType((3, 4), DType.f32), TensorType((2, 5), DType.i64)], {"axis": 0},
+     "indices dim 1 \\(5\\) exceeds data dim 1 \\(4\\)"),
+    ("ik.gather_nd", [TensorType((3, 4), DType.f32), TensorType((2, 3), DType.i64)], {},
+     "last dim is 3, must be in \\[1, 2\\]"),
+    ("ik.scatter_nd", [TensorType((3, 4), DType.f32), TensorType((2, 1), DType.i64), TensorType((2, 3), DType.f32)],
+     {}, "updates shape \\[2, 3\\] must be indices.shape\\[:-1\\] \\+ data.shape\\[1:\\] = \\[2, 4\\]"),
+    ("ik.scatter_elements", [TensorType((3,), DType.f32), TensorType((2,), DType.i64), TensorType((2,), DType.f32)],
+     {"axis": 0, "reduction": "sub"}, "must be one of none, add, mul, max, min"),
+    ("ik.dynamic_slice", [TensorType((3, 4), DType.f32), TensorType((3,), DType.i64)], {"sizes": (1, 1)},
+     "starts must be a 1-D tensor of 2 entries"),
+    ("ik.dynamic_slice", [TensorType((3, 4), DType.f32), TensorType((2,), DType.i64)], {"sizes": (4, 1)},
+     "size 4 on dim 0 must be in \\[0, 3\\]"),
+    ("ik.topk", [TensorType((3, 4), DType.f32)], {"k": 5}, "k = 5 must be in \\[0, 4\\]"),
+    ("ik.reverse", [TensorType((3, 4), DType.f32)], {"axes": (1, -1)}, "repeat a dim"),
+    ("ik.reduce_window", [TensorType((3, 4), DType.f32)], {"kind": "max", "window": (2,)},
+     "window needs 2 entries, got 1"),
+    ("ik.reduce_window", [TensorType((3, 4), DType.f32)], {"kind": "max", "window": (1, 5)},
+     "does not fit the padded size 4"),
+    ("ik.conv", [TensorType((1, 4, 5), DType.f32), TensorType((2, 3, 3), DType.f32)], {"groups": 1},
+     "input channels 4 != weight in-channels 3 x groups 1"),
+    ("ik.conv", [TensorType((1, 4), DType.f32), TensorType((2, 4), DType.f32)], {},
+     "1 to 3 spatial dims"),
+    ("ik.argmin", [TensorType((3,), DType.f32)], {"axis": 0, "select_last": True}, "unknown attribute 'select_last'"),
+])
+def test_new_ops_refuse_bad_operands_with_reasons(name, types, attrs, msg) -> None:
+    from irkit.ir import OpError, infer_types
+
+    with pytest.raises(OpError, match=msg):
+        infer_types(name, types, attrs)

@@ -12,9 +12,12 @@ import pytest
 from irkit.check import compare_all, module_tolerance
 from irkit.cli import main
 from irkit.interp import random_inputs, run
+from irkit.targets.base import TargetUnavailable
 from irkit.targets.registry import get_target
 from irkit.testing.blocks import gpt2_style_module
 from irkit.text import write_module
+
+ORT_REFUSES = ("ik.erfinv", "ik.lgamma", "ik.digamma", "ik.nextafter")
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "numeric"))
 import test_op_kernels as K  # noqa: E402
@@ -25,6 +28,10 @@ def test_every_op_on_ort(i: int) -> None:
     name, inputs, attrs, _ = K.CASES[i]
     m = K._single_op_module(name, inputs, attrs)
     t = get_target("ort")
+    if name in ORT_REFUSES:  # no ONNX operator and no exact decomposition: one clear line naming the op
+        with pytest.raises(TargetUnavailable, match=f"ort: cannot lower '{name}' at .*: ONNX has no"):
+            t.lower(m)
+        return
     got = t.run(t.lower(m), inputs)
     rep = compare_all(got, run(m, inputs, float64=True), module_tolerance(m))
     assert rep.ok, [c.describe() for c in rep.comparisons]
@@ -54,8 +61,8 @@ def test_fully_masked_rows_and_both_attention_paths() -> None:
 
         t = OrtTarget(attention=attention)
         got = t.run(t.lower(m), [q, q, q, mask])
-        if attention == "onnx" and not np.all(np.isfinite(got[0])):
-            pytest.xfail("onnxruntime's Attention gives NaN for fully masked rows (irkit's reference gives 0)")
+        # onnxruntime's Attention alone gives NaN for the fully masked rows; the export zeroes them.
+        assert np.all(got[0][..., 1:, :] == 0) and np.all(np.isfinite(got[0])), attention
         assert compare_all(got, want, module_tolerance(m)).ok, attention
 
 

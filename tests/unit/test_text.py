@@ -160,3 +160,32 @@ def test_mlir_variants_accepted() -> None:
     verify(m)
     op = next(iter(m.entry.body))
     assert op.loc == Location("x.py", 3, 4)
+
+
+def test_new_integer_dtypes_round_trip() -> None:
+    types = [TensorType((2, 3), d) for d in (DType.i16, DType.ui8, DType.ui16, DType.ui32, DType.ui64)]
+    f, b = new_function("main", types, [f"x{i}" for i in range(len(types))])
+    outs = []
+    for x, d in zip(f.args, (DType.i16, DType.ui8, DType.ui16, DType.ui32, DType.ui64)):
+        info = np.iinfo(d.np)
+        c = b.constant(np.array([[info.min, info.max, 1], [2, 3, info.max - 1]], dtype=d.np))
+        outs.append(b.bitwise_xor(b.add(x, c), b.scalar(5, d)))
+    b.ret(*outs, b.cast(f.args[0], to=DType.ui64))
+    m = Module([f])
+    verify(m)
+    t = print_module(m)
+    for word in ("2x3xi16>", "2x3xui8>", "2x3xui16>", "2x3xui32>", "2x3xui64>", "18446744073709551615", "-32768"):
+        assert word in t, word
+    m2 = parse_module(t)
+    verify(m2)
+    assert print_module(m2) == t
+    assert [r.type.dtype for r in m2.entry.outputs][:5] == [DType.i16, DType.ui8, DType.ui16, DType.ui32, DType.ui64]
+
+
+def test_new_integer_dtype_literal_out_of_range_is_a_clear_error() -> None:
+    f, b = new_function("main", [])
+    b.ret(b.constant(np.array([1, 254], dtype=np.uint8)))
+    text = print_module(Module([f]))
+    assert "dense<[1, 254]> : tensor<2xui8>" in text
+    with pytest.raises(ParseError, match="256 does not fit ui8"):
+        parse_module(text.replace("254", "256"))

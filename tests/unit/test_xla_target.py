@@ -20,7 +20,7 @@ pytest.importorskip("jax")
 from irkit.targets.base import TargetUnavailable, op_ids
 from irkit.targets.registry import get_target, list_targets
 from irkit.targets.xla import XlaTarget, kernel_costs
-from irkit.targets.xla_lower import RULES, LoweringError
+from irkit.targets.xla_lower import XLA_RULES, LoweringError
 
 from irkit.check import compare_all, module_tolerance
 from irkit.errors import IrkitError
@@ -55,8 +55,11 @@ def gpt2_cpu(gpt2: Module):
 
 
 def test_every_registry_op_has_a_lowering_rule() -> None:
-    missing = sorted(set(OPS) - set(RULES) - {"func.return", "ik.yield"})
+    missing = sorted(set(OPS) - XLA_RULES.names - {"func.return", "ik.yield"})
     assert not missing, f"ops without an XLA lowering rule: {missing}"
+    for name in ("xla-cpu", "xla-gpu", "xla-tpu-v5e"):
+        t = get_target(name)
+        assert t.lowering_table is XLA_RULES and all(t.supports(op) for op in XLA_RULES.names)
 
 
 def test_targets_are_registered_with_their_hardware_descriptions() -> None:

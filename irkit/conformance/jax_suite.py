@@ -1,0 +1,155 @@
+"""JAX's primitive harnesses on irkit: ``jax._src.internal_test_util.test_harnesses.all_harnesses``.
+
+Every harness whose dtype is float32, int32 or bool is a case.  Its arguments
+come from ``harness.dyn_args_maker`` with a fixed seed; the function is
+imported twice, through the jaxpr (:func:`irkit.frontends.jax.import_jax`) and
+through StableHLO text (``jax.jit(f, keep_unused=True).lower(*args).as_text()``
+into :func:`irkit.frontends.jax_stablehlo.import_stablehlo`), and each import
+runs on the interpreter and the requested targets.  Runner names say the path:
+``jaxpr:reference``, ``stablehlo:xla-cpu``.
+
+The expected result is JAX's own (``jax.jit`` on the CPU), compared with JAX's
+test tolerance for the dtype (float32: rtol = atol = 1e-6), NaNs equal, dtypes
+equal.  An output that misses it gets a second opinion: JAX in float64 on the
+same inputs; irkit passes when it is within that tolerance plus four times
+JAX's largest float32 error against the float64 result.
+
+Out of scope (skip): the linear-algebra decompositions (cholesky, qr, svd,
+eig, eigh, lu, triangular_solve), random-number primitives (random_*,
+rng_bit_generator, threefry's iota_2x32_shape), harnesses with complex
+outputs, and harnesses JAX itself cannot run on this CPU.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Sequence
+
+import numpy as np
+
+from irkit.conformance.results import INTERP, CaseResult, Tol, all_rows, classify_error, run_on_targets
+from irkit.conformance.runner import Case
+
+SCOPE_NOTE = ("jax: f32/i32/bool harnesses; skipped: linear-algebra decompositions (cholesky, qr, svd, eig, eigh, "
+              "lu, triangular_solve), random-number primitives, complex outputs, harnesses JAX cannot run on CPU")
+PATHS = ("jaxpr", "stablehlo")
+DTYPES = ("float32", "int32", "bool")
+LINALG = frozenset({"cholesky", "qr", "svd", "eig", "eigh", "lu", "triangular_solve"})
+RANDOM = frozenset({"rng_bit_generator", "iota_2x32_shape", "rng_uniform"})
+_HARNESSES: dict[str, Any] | None = None
+
+
+def runner_names(targets: Sequence[str], peers: bool) -> list[str]:
+    return [f"{p}:{t}" for p in PATHS for t in (INTERP, *targets)]
+
+
+def _harnesses() -> dict[str, Any]:
+    global _HARNESSES
+    if _HARNESSES is None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from jax._src.internal_test_util import test_harnesses as th
+
+        out: dict[str, Any] = {}
+        for h in th.all_harnesses:
+            try:
+                dt = np.dtype(h.dtype).name if h.dtype is not None else ""
+            except TypeError:
+                dt = str(h.dtype)
+            if dt in DTYPES:
+                out.setdefault(h.fullname, h)
+        _HARNESSES = out
+    return _HARNESSES
+
+
+def group_scope(group: str) -> str:
+    if group in LINALG:
+        return f"out of scope: linear-algebra decomposition ({group})"
+    if group.startswith("random_") or group in RANDOM:
+        return f"out of scope: random-number primitive ({group})"
+    return ""
+
+
+def collect(filter: str | None = None) -> list[Case]:
+    cases = [Case(name, h.group_name, name, group_scope(h.group_name)) for name, h in _harnesses().items()]
+    cases.sort(key=lambda c: c.id)
+    return cases
+
+
+def _leaves(x: Any) -> list[np.ndarray]:
+    import jax
+
+    return [np.asarray(v) for v in jax.tree_util.tree_leaves(x)]
+
+
+def run_case(case: Case, targets: Sequence[str], peers: bool) -> list[CaseResult]:
+    import jax
+
+    h = _harnesses()[case.payload]
+    runners = runner_names(targets, peers)
+    args = list(h.dyn_args_maker(np.random.RandomState(0)))
+    fn = jax.jit(h.dyn_fun, keep_unused=True)
+    try:
+        expected = _leaves(fn(*args))
+    except Exception as e:  # noqa: BLE001 - JAX itself cannot run it here: not a case
+        return all_rows(case.id, case.group, runners, "skip", f"JAX cannot run this harness on CPU ({e!s:.160})")
+    if any(e.dtype.kind == "c" for e in expected):
+        return all_rows(case.id, case.group, runners, "skip", "out of scope: complex outputs")
+    inputs = [np.asarray(a) for a in jax.tree_util.tree_leaves(args)]
+    tol = Tol(1e-6, 1e-6)
+    f64: list[Any] = []
+
+    def second_opinion(i: int, a: np.ndarray, e: np.ndarray) -> bool:
+        """Within tolerance of JAX in float64, allowing four times JAX's own float32 error."""
+        if a.dtype.kind != "f" or e.dtype.kind != "f":
+            return False
+        if not f64:
+            try:
+                with jax.enable_x64(True):
+                    wide = [x.astype(np.float64) if np.asarray(x).dtype == np.float32 else x for x in args]
+                    f64.extend(_leaves(jax.jit(h.dyn_fun, keep_unused=True)(*wide)))
+            except Exception:  # noqa: BLE001 - no float64 form: no second opinion
+                f64.append(None)
+        if len(f64) <= i or f64[i] is None or np.shape(f64[i]) != e.shape:
+            return False
+        x = np.asarray(f64[i], dtype=np.float64)
+        ea, aa = e.astype(np.float64), a.astype(np.float64)
+        with np.errstate(all="ignore"):
+            # Normwise: as accurate as the framework's own float32 result, up to a factor (elementwise
+            # errors of two correct float32 results fall on different elements).
+            d = np.abs(ea - x)
+            own = float(d[np.isfinite(d)].max()) if np.isfinite(d).any() else 0.0
+            bound = tol.atol + tol.rtol * np.abs(x) + 4.0 * own
+            same = (np.isnan(aa) == np.isnan(ea)) & ((np.abs(aa - x) <= bound) | (aa == x) | np.isnan(aa))
+        return bool(same.all())
+
+    rows: list[CaseResult] = []
+    for path in PATHS:
+        mine = [(f"{path}:{t}", t) for t in (INTERP, *targets)]
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                if path == "jaxpr":
+                    from irkit.frontends.jax import import_jax
+
+                    m = import_jax(h.dyn_fun, args)
+                else:
+                    from irkit.frontends.jax_stablehlo import import_stablehlo
+
+                    m = import_stablehlo(fn.lower(*args).as_text(), source_name=case.id)
+        except Exception as e:  # noqa: BLE001 - one case never stops the run
+            status, reason = classify_error(e)
+            rows.extend(all_rows(case.id, case.group, [r for r, _ in mine], status, reason))
+            continue
+        with np.errstate(all="ignore"):
+            rows.extend(run_on_targets(case.id, case.group, m, inputs, expected, tol, mine, second_opinion))
+    return rows
+
+
+def prepare_worker() -> None:
+    _harnesses()
+    import irkit.frontends.jax  # noqa: F401
+    import irkit.frontends.jax_stablehlo  # noqa: F401
+
+
+__all__ = ["collect", "run_case", "runner_names", "group_scope", "SCOPE_NOTE"]

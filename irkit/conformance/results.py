@@ -1,0 +1,282 @@
+"""Per-case results of a conformance run, their summary, and the shared comparison.
+
+Design note: every case ends, on every runner (the interpreter, each target,
+each peer), in exactly one of five statuses:
+
+``pass``     the outputs match the suite's own expected outputs (or the framework's
+             eager result) under the suite's tolerance, NaNs in the same places;
+``wrong``    the runner produced outputs that do not match: a *silent* wrong
+             answer, the one status that must stay at zero (``max_error`` says by how much);
+``refused``  irkit (or the peer) declined with a clear one-line reason: an op the
+             frontend or the target has no rule for, a dtype it cannot hold;
+``crash``    anything else: an unexpected exception (summarised to one line with
+             the irkit frame it came from), a timeout, a dead worker.  A bug;
+``skip``     the case is out of scope (training ops, ai.onnx.ml, strings,
+             sequences, optionals, control flow, linear-algebra decompositions,
+             random numbers), or not exportable by the framework itself.
+
+Percentages are over the *in-scope* cases of a runner: everything but ``skip``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import traceback
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+STATUSES = ("pass", "wrong", "refused", "crash", "skip")
+INTERP = "reference"
+"""Runner name of the interpreter (the ``reference`` target), which every suite runs."""
+
+
+@dataclass
+class CaseResult:
+    """One case on one runner."""
+
+    case: str
+    group: str
+    """The op / primitive group (ONNX op type, OpInfo name, JAX harness group)."""
+    runner: str
+    status: str
+    reason: str = ""
+    max_error: float | None = None
+    seconds: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"unknown status '{self.status}'")
+
+
+@dataclass
+class SuiteResult:
+    """All results of one suite run, plus what is needed to reproduce and report it."""
+
+    suite: str
+    runners: list[str]
+    results: list[CaseResult] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def by_runner(self, runner: str) -> list[CaseResult]:
+        return [r for r in self.results if r.runner == runner]
+
+    def status_of(self, runner: str) -> dict[str, str]:
+        """case id -> status on ``runner``."""
+        return {r.case: r.status for r in self.results if r.runner == runner}
+
+    def summary(self) -> dict[str, dict[str, Any]]:
+        """Per runner: counts per status, in-scope total, pass percentage over in-scope cases."""
+        out: dict[str, dict[str, Any]] = {}
+        for runner in self.runners:
+            c = Counter(r.status for r in self.by_runner(runner))
+            in_scope = sum(c[s] for s in STATUSES if s != "skip")
+            out[runner] = {**{s: c[s] for s in STATUSES}, "in_scope": in_scope,
+                           "pass_pct": round(100.0 * c["pass"] / in_scope, 2) if in_scope else None}
+        return out
+
+    def relative_to(self, runner: str, peer: str) -> tuple[int, int]:
+        """(cases ``runner`` passes among those ``peer`` passes, cases ``peer`` passes)."""
+        peer_ok = {c for c, s in self.status_of(peer).items() if s == "pass"}
+        mine = self.status_of(runner)
+        return sum(1 for c in peer_ok if mine.get(c) == "pass"), len(peer_ok)
+
+    def reasons(self, runner: str, status: str, top: int = 20) -> list[tuple[str, int]]:
+        """The most common reasons for ``status`` on ``runner`` (grouped by their leading text)."""
+        c: Counter[str] = Counter(reason_key(r.reason) for r in self.by_runner(runner) if r.status == status)
+        return c.most_common(top)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"suite": self.suite, "runners": self.runners, "meta": self.meta, "summary": self.summary(),
+                "results": [asdict(r) for r in self.results]}
+
+    def write_json(self, path: str | Path) -> None:
+        from irkit.fileio import atomic_write
+
+        atomic_write(path, json.dumps(self.to_json(), indent=1, default=_json_default) + "\n")
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "SuiteResult":
+        return cls(data["suite"], list(data["runners"]), [CaseResult(**r) for r in data["results"]],
+                   dict(data.get("meta", {})))
+
+    @classmethod
+    def read_json(cls, path: str | Path) -> "SuiteResult":
+        return cls.from_json(json.loads(Path(path).read_text()))
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        return float(o)
+    return str(o)
+
+
+def reason_key(reason: str) -> str:
+    """A reason shortened to what groups equal failures: the first clause, numbers and shapes elided."""
+    import re
+
+    s = reason.split(" (see `irkit coverage`")[0]
+    s = re.sub(r"\[[^\]]*\]", "[..]", s)
+    s = re.sub(r"(?<![A-Za-z_])-?\d+(\.\d+)?(e-?\d+)?", "N", s)
+    return s[:160]
+
+
+# ---------------------------------------------------------------------------
+# classifying what happened
+
+
+def one_line(e: BaseException) -> str:
+    """``Type: first line of the message`` plus, for an unexpected error, where in irkit it came from."""
+    msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    return f"{type(e).__name__}: {msg}"[:400]
+
+
+def crash_line(e: BaseException) -> str:
+    """A traceback summarised to one line: the exception and the innermost irkit frame (file:line in func)."""
+    where = ""
+    for fr in traceback.extract_tb(e.__traceback__):
+        fn = fr.filename.replace("\\", "/")
+        if "/irkit/" in fn or "/targets/" in fn or "/passes/" in fn:
+            where = f"{'/'.join(fn.split('/')[-2:])}:{fr.lineno} in {fr.name}"
+    return one_line(e) + (f" [at {where}]" if where else "")
+
+
+def is_refusal(e: BaseException) -> bool:
+    """Whether ``e`` is irkit declining with a reason (as opposed to a bug)."""
+    from irkit.errors import IrkitError
+
+    return isinstance(e, IrkitError)
+
+
+def classify_error(e: BaseException) -> tuple[str, str]:
+    """(status, reason) for an exception raised while importing or running a case on irkit."""
+    if is_refusal(e):
+        return "refused", " ".join(str(e).split())[:600]
+    return "crash", crash_line(e)
+
+
+# ---------------------------------------------------------------------------
+# comparing outputs
+
+
+@dataclass(frozen=True)
+class Tol:
+    rtol: float
+    atol: float
+
+
+def compare_outputs(actual: Sequence[Any], expected: Sequence[Any], tol: Tol,
+                    ok_within: Callable[[int, np.ndarray, np.ndarray], bool] | None = None,
+                    check_dtype: bool = True) -> tuple[bool, float, str]:
+    """(ok, max error, note): every output within ``tol`` of the expected one, equal NaN.
+
+    Integers and booleans must match exactly (the error is the largest absolute
+    difference); with ``check_dtype`` the dtypes must be equal too (as ONNX's
+    backend runner and ``torch.testing`` require).  A bfloat16 output gets rtol at
+    least 2**-6, two bf16 ulps (the ONNX backend runner's rule).  ``ok_within(i, actual, expected)`` may accept an output that
+    fails the plain test (a suite's second opinion, e.g. a float64 reference)."""
+    from irkit.check import Tolerance, compare
+
+    if len(actual) != len(expected):
+        return False, math.inf, f"{len(actual)} outputs, expected {len(expected)}"
+    worst = 0.0
+    for i, (a, e) in enumerate(zip(actual, expected)):
+        a = np.asarray(a)
+        e = np.asarray(e)
+        if a.shape != e.shape:
+            if a.size == e.size == 1 or a.size == e.size and a.squeeze().shape == e.squeeze().shape:
+                a = a.reshape(e.shape)
+            else:
+                return False, math.inf, f"output {i}: shape {list(a.shape)}, expected {list(e.shape)}"
+        if check_dtype and a.dtype != e.dtype:
+            return False, math.inf, f"output {i}: dtype {a.dtype}, expected {e.dtype}"
+        if e.dtype.kind in "biu" or e.dtype == np.bool_:
+            if a.dtype.kind == "f":
+                ok_int = np.array_equal(a, e)
+                err = float(np.max(np.abs(a.astype(np.float64) - e.astype(np.float64)))) if a.size else 0.0
+            else:
+                ok_int = np.array_equal(a.astype(np.int64) if a.dtype != np.uint64 else a,
+                                        e.astype(np.int64) if e.dtype != np.uint64 else e)
+                err = 0.0 if ok_int else float(np.max(np.abs(a.astype(np.float64) - e.astype(np.float64))))
+            worst = max(worst, err)
+            if not ok_int and not (ok_within and ok_within(i, a, e)):
+                return False, worst, f"output {i}: integer values differ (max |diff| {err:g})"
+            continue
+        if e.dtype.kind == "c" or a.dtype.kind == "c":
+            return False, math.inf, f"output {i}: complex outputs are not compared"
+        if a.dtype.kind not in "biuf" and a.dtype.name != "bfloat16":
+            return False, math.inf, f"output {i}: dtype {a.dtype}, expected {e.dtype}"
+        rtol = max(tol.rtol, 2.0**-6) if e.dtype.name == "bfloat16" else tol.rtol
+        c = compare(a.astype(np.float64), e.astype(np.float64), Tolerance(rtol, tol.atol), f"output {i}")
+        err = c.max_abs if not math.isnan(c.max_abs) else math.inf
+        worst = max(worst, err)
+        if not c.ok and not (ok_within and ok_within(i, a, e)):
+            return False, worst, c.describe()
+    return True, worst, ""
+
+
+def timed_call(fn: Callable[[], Any]) -> tuple[Any, float]:
+    import time
+
+    t0 = time.perf_counter()
+    r = fn()
+    return r, time.perf_counter() - t0
+
+
+def run_on_targets(case: str, group: str, module: Any, inputs: Sequence[np.ndarray], expected: Sequence[Any],
+                   tol: Tol, runners: Iterable[tuple[str, str]],
+                   ok_within: Callable[[int, np.ndarray, np.ndarray], bool] | None = None) -> list[CaseResult]:
+    """Run an imported ``module`` on each (runner name, target name) and compare with ``expected``.
+
+    The interpreter is target ``reference``; a target's refusal (``IrkitError``)
+    is ``refused``, anything else a ``crash``."""
+    out: list[CaseResult] = []
+    for runner, target in runners:
+        try:
+            if target == INTERP:
+                from irkit.interp import run
+
+                got, dt = timed_call(lambda: run(module, [np.asarray(x) for x in inputs]))
+            else:
+                from irkit.targets.registry import get_target
+
+                t = get_target(target)
+                av = t.availability()
+                if not av.can_run:
+                    out.append(CaseResult(case, group, runner, "refused", f"target '{target}' cannot run here: "
+                                          f"{av.reason}"))
+                    continue
+                got, dt = timed_call(lambda: t.run_module(module, [np.asarray(x) for x in inputs]))
+        except Exception as e:  # noqa: BLE001 - one case never stops the run
+            status, reason = classify_error(e)
+            out.append(CaseResult(case, group, runner, status, reason))
+            continue
+        out.append(judge(case, group, runner, got, expected, tol, dt, ok_within))
+    return out
+
+
+def judge(case: str, group: str, runner: str, got: Sequence[Any], expected: Sequence[Any], tol: Tol,
+          seconds: float = 0.0,
+          ok_within: Callable[[int, np.ndarray, np.ndarray], bool] | None = None) -> CaseResult:
+    try:
+        ok, err, note = compare_outputs(got, expected, tol, ok_within)
+    except Exception as e:  # noqa: BLE001 - a comparison problem is this case's, not the run's
+        return CaseResult(case, group, runner, "crash", "comparing outputs: " + crash_line(e), None, seconds)
+    if ok:
+        return CaseResult(case, group, runner, "pass", "", err, seconds)
+    return CaseResult(case, group, runner, "wrong", note[:400], err, seconds)
+
+
+def all_rows(case: str, group: str, runners: Iterable[str], status: str, reason: str) -> list[CaseResult]:
+    """The same status on every runner (a skip, an import refusal)."""
+    return [CaseResult(case, group, r, status, reason) for r in runners]
+
+
+__all__ = ["CaseResult", "SuiteResult", "STATUSES", "INTERP", "Tol", "compare_outputs", "run_on_targets", "judge",
+           "classify_error", "crash_line", "one_line", "all_rows", "reason_key"]

@@ -1,0 +1,500 @@
+"""ONNX converters for convolution, pooling, resizing and the normalisations around them.
+
+Design note: N-d convolution and transposed convolution become ``ik.conv``
+(plain 2-D Conv keeps ``ik.conv2d`` so fusion and layout passes still see it);
+ConvTranspose is a convolution with input (lhs) dilation = stride, padding
+``dil*(k-1) - pad`` and the kernel flipped with in/out channels swapped.  Every
+pooling op is an ``ik.reduce_window`` over all dims (window 1 on N and C);
+``ceil_mode`` is extra after-padding and an average divides by a count that is
+itself a ``reduce_window`` of ones, so padding is counted exactly as ONNX says.
+
+Resize is separable: along each resized axis the output is a fixed linear map
+of the input.  We let the ONNX reference implementation (``onnx.reference``)
+compute that map, by resizing the identity matrix along one axis with the
+node's own attributes — so every mode, coordinate transformation, cubic
+coefficient, antialias and extrapolation rule is ONNX's, not ours.  Nearest
+becomes a gather with constant indices (exact for every dtype); linear and
+cubic become a contraction with the constant weight matrix.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+
+import numpy as np
+
+from irkit.frontends.common import FrontendError
+from irkit.frontends.onnx_ops import OT, Emitter, Node, Unsupported, _axis, converter
+from irkit.ir.core import Value
+from irkit.ir.types import Dim, DType
+
+# ---------------------------------------------------------------------------
+# Windows: pads, auto_pad, ceil_mode
+
+
+def _static(node: Node, dims: Sequence[Dim], what: str) -> list[int]:
+    if not all(isinstance(d, int) for d in dims):
+        raise Unsupported(f"{node.op_type} over dynamic {what}")
+    return [int(d) for d in dims]
+
+
+def _window_pads(node: Node, sp: Sequence[int], k: Sequence[int], strides: Sequence[int],
+                 dil: Sequence[int]) -> list[int]:
+    """Explicit pads (befores then afters) from ``pads`` / ``auto_pad``."""
+    nd = len(sp)
+    auto = node.attr("auto_pad", "NOTSET")
+    if auto in ("NOTSET", ""):
+        return [int(p) for p in node.attr("pads", [0] * (2 * nd))]
+    if auto == "VALID":
+        return [0] * (2 * nd)
+    if auto not in ("SAME_UPPER", "SAME_LOWER"):
+        raise FrontendError(f"node '{node.name}' ({node.op_type}): unknown auto_pad '{auto}'")
+    pads = [0] * (2 * nd)
+    for i in range(nd):
+        out = -(-sp[i] // strides[i])
+        total = max((out - 1) * strides[i] + (k[i] - 1) * dil[i] + 1 - sp[i], 0)
+        small = total // 2
+        pads[i], pads[i + nd] = (small, total - small) if auto == "SAME_UPPER" else (total - small, small)
+    return pads
+
+
+def _ceil_extra(sp: Sequence[int], k: Sequence[int], strides: Sequence[int], dil: Sequence[int],
+                pads: Sequence[int]) -> list[int]:
+    """After-padding that turns floor into ceil output sizes (the last window starts inside input + left pad)."""
+    nd = len(sp)
+    extra = []
+    for i in range(nd):
+        span = sp[i] + pads[i] + pads[i + nd] - dil[i] * (k[i] - 1) - 1
+        out = -(-span // strides[i]) + 1
+        if (out - 1) * strides[i] >= sp[i] + pads[i]:
+            out -= 1
+        extra.append(max((out - 1) * strides[i] - span, 0))
+    return extra
+
+
+def _pool_geometry(node: Node, x: OT) -> tuple[list[int], list[int], list[int], list[int], list[int]]:
+    """(kernel, strides, dilations, pads, ceil extra) of a pooling node over x's spatial dims."""
+    nd = x.rank - 2
+    if nd < 1:
+        raise FrontendError(f"node '{node.name}' ({node.op_type}): input must be N C spatial...")
+    sp = _static(node, x.shape[2:], "spatial dims")
+    k = [int(v) for v in node.attr("kernel_shape", [])]
+    if len(k) != nd:
+        raise FrontendError(f"node '{node.name}' ({node.op_type}): kernel_shape {k} does not fit {nd} spatial dims")
+    strides = [int(v) for v in node.attr("strides", [1] * nd)]
+    dil = [int(v) for v in node.attr("dilations", [1] * nd)]
+    pads = _window_pads(node, sp, k, strides, dil)
+    extra = _ceil_extra(sp, k, strides, dil, pads) if node.attr("ceil_mode", 0) else [0] * nd
+    return k, strides, dil, pads, extra
+
+
+def _reduce_window(cx: Emitter, v: Value, kind: str, k: Sequence[int], strides: Sequence[int],
+                   dil: Sequence[int], befores: Sequence[int], afters: Sequence[int]) -> Value:
+    return cx.op("ik.reduce_window", v, kind=kind, window=(1, 1, *k), strides=(1, 1, *strides),
+                 pads=(0, 0, *befores, 0, 0, *afters), dilations=(1, 1, *dil))
+
+
+@converter("MaxPool")
+def _max_pool(cx: Emitter, node: Node) -> list[OT | None]:
+    x = node.req(0)
+    if node.n_outputs > 1 and node.used[1]:
+        raise Unsupported("MaxPool whose Indices output is used")
+    k, st, dil, pads, extra = _pool_geometry(node, x)
+    nd = len(k)
+    afters = [pads[nd + i] + extra[i] for i in range(nd)]
+    y = _reduce_window(cx, cx.ir(x), "max", k, st, dil, pads[:nd], afters)
+    return [OT.of(y), None]
+
+
+@converter("AveragePool")
+def _avg_pool(cx: Emitter, node: Node) -> list[OT | None]:
+    x = node.req(0)
+    k, st, dil, pads, extra = _pool_geometry(node, x)
+    nd = len(k)
+    afters = [pads[nd + i] + extra[i] for i in range(nd)]
+    v = cx.ir(x)
+    total = _reduce_window(cx, v, "sum", k, st, dil, pads[:nd], afters)
+    # The divisor: how many input (and, with count_include_pad, explicit-pad) elements each window covers.
+    sp = [int(d) for d in x.shape[2:]]
+    if node.attr("count_include_pad", 0):
+        ones_shape = [sp[i] + pads[i] + pads[nd + i] for i in range(nd)]
+        count_pads = ([0] * nd, extra)
+    else:
+        ones_shape = sp
+        count_pads = (pads[:nd], afters)
+    ones = cx.op("ik.broadcast", cx.scalar(1.0, x.dtype), shape=(1, 1, *ones_shape))
+    count = _reduce_window(cx, ones, "sum", k, st, dil, *count_pads)
+    return [OT.of(cx.op("ik.div", total, count))]
+
+
+@converter("LpPool")
+def _lp_pool(cx: Emitter, node: Node) -> list[OT | None]:
+    x = node.req(0)
+    k, st, dil, pads, extra = _pool_geometry(node, x)
+    nd = len(k)
+    p = float(node.attr("p", 2))
+    v = cx.op("ik.pow", cx.op("ik.abs", cx.ir(x)), cx.scalar(p, x.dtype))
+    s = _reduce_window(cx, v, "sum", k, st, dil, pads[:nd], [pads[nd + i] + extra[i] for i in range(nd)])
+    return [OT.of(cx.op("ik.pow", s, cx.scalar(1.0 / p, x.dtype)))]
+
+
+@converter("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool")
+def _global_pool(cx: Emitter, node: Node) -> list[OT | None]:
+    x = node.req(0)
+    axes = tuple(range(2, x.rank))
+    v = cx.ir(x)
+    if node.op_type == "GlobalAveragePool":
+        return [OT.of(cx.op("ik.reduce_mean", v, axes=axes, keepdims=True))]
+    if node.op_type == "GlobalMaxPool":
+        return [OT.of(cx.op("ik.reduce_max", v, axes=axes, keepdims=True))]
+    p = float(node.attr("p", 2))
+    s = cx.op("ik.reduce_sum", cx.op("ik.pow", cx.op("ik.abs", v), cx.scalar(p, x.dtype)), axes=axes, keepdims=True)
+    return [OT.of(cx.op("ik.pow", s, cx.scalar(1.0 / p, x.dtype)))]
+
+
+# ---------------------------------------------------------------------------
+# Convolution
+
+
+def conv_value(cx: Emitter, node: Node, x: OT, w: OT, b: OT | None) -> Value:
+    """An ONNX Conv (any of 1-3 spatial dims) as ik.conv2d (plain 2-D) or ik.conv."""
+    nd = x.rank - 2
+    if not 1 <= nd <= 3 or w.rank != x.rank:
+        raise Unsupported(f"{node.op_type} with {nd} spatial dims (irkit supports 1 to 3)")
+    sp = _static(node, x.shape[2:], "spatial dims")
+    k = _static(node, w.shape[2:], "kernel dims")
+    strides = [int(s) for s in node.attr("strides", [1] * nd)]
+    dil = [int(d) for d in node.attr("dilations", [1] * nd)]
+    pads = _window_pads(node, sp, k, strides, dil)
+    group = int(node.attr("group", 1))
+    name = "ik.conv2d" if nd == 2 else "ik.conv"
+    return cx.op(name, cx.ir(x), cx.ir(w), None if b is None else cx.ir(b), strides=tuple(strides),
+                 padding=tuple(pads), dilations=tuple(dil), groups=group)
+
+
+@converter("Conv")
+def _conv(cx: Emitter, node: Node) -> list[OT | None]:
+    x, w, b = node.req(0), node.req(1, "W"), node.input(2)
+    cx.same_dtype(node, x, w)
+    return [OT.of(conv_value(cx, node, x, w, b))]
+
+
+@converter("ConvTranspose")
+def _conv_transpose(cx: Emitter, node: Node) -> list[OT | None]:
+    x, w, b = node.req(0), node.req(1, "W"), node.input(2)
+    cx.same_dtype(node, x, w)
+    nd = x.rank - 2
+    if not 1 <= nd <= 3 or w.rank != x.rank:
+        raise Unsupported(f"ConvTranspose with {nd} spatial dims (irkit supports 1 to 3)")
+    sp = _static(node, x.shape[2:], "spatial dims")
+    k = _static(node, w.shape[2:], "kernel dims")
+    g = int(node.attr("group", 1))
+    strides = [int(s) for s in node.attr("strides", [1] * nd)]
+    dil = [int(d) for d in node.attr("dilations", [1] * nd)]
+    opad = [int(p) for p in node.attr("output_padding", [0] * nd)][:nd]
+    auto = node.attr("auto_pad", "NOTSET")
+    out_shape = [int(s) for s in node.attr("output_shape", [])][-nd:] if node.attr("output_shape") else None
+    full = [strides[i] * (sp[i] - 1) + opad[i] + (k[i] - 1) * dil[i] + 1 for i in range(nd)]
+    if "pads" in node.attrs and auto in ("NOTSET", ""):
+        pads = [int(p) for p in node.attrs["pads"]]
+    elif auto in ("SAME_UPPER", "SAME_LOWER") or out_shape is not None:
+        target = out_shape or [sp[i] * strides[i] for i in range(nd)]
+        pads = [0] * (2 * nd)
+        for i in range(nd):
+            total = full[i] - target[i]
+            lo, hi = total // 2, total - total // 2
+            pads[i], pads[i + nd] = (lo, hi) if auto == "SAME_UPPER" else (hi, lo)
+    else:
+        pads = [0] * (2 * nd)
+    # Weight [Cin, Cout/g, k...] -> [Cout, Cin/g, k...], spatially flipped.
+    cin, cog = w.shape[0], w.shape[1]
+    if not isinstance(cin, int) or not isinstance(cog, int):
+        raise Unsupported("ConvTranspose with dynamic channel counts")
+    wv = cx.ir(w)
+    wv = cx.op("ik.reshape", wv, shape=(g, cin // g, cog, *k))
+    wv = cx.op("ik.transpose", wv, perm=(0, 2, 1, *range(3, 3 + nd)))
+    wv = cx.op("ik.reshape", wv, shape=(g * cog, cin // g, *k))
+    wv = cx.op("ik.reverse", wv, axes=tuple(range(2, 2 + nd)))
+    conv_pads = [dil[i] * (k[i] - 1) - pads[i] for i in range(nd)] + \
+                [dil[i] * (k[i] - 1) - pads[nd + i] + opad[i] for i in range(nd)]
+    # ik.conv pads are >= 0: pad what is positive, then crop what is negative.
+    pos = [max(p, 0) for p in conv_pads]
+    y = cx.op("ik.conv", cx.ir(x), wv, None if b is None else cx.ir(b), strides=(1,) * nd, padding=tuple(pos),
+              dilations=tuple(dil), lhs_dilation=tuple(strides), groups=g)
+    if any(p < 0 for p in conv_pads):
+        shape = y.type.shape
+        start = [0, 0] + [max(-conv_pads[i], 0) for i in range(nd)]
+        limit = list(shape[:2]) + [shape[2 + i] - max(-conv_pads[nd + i], 0) for i in range(nd)]
+        y = cx.op("ik.slice", y, start=tuple(start), limit=tuple(limit))
+    if out_shape is not None:
+        have = [int(d) for d in y.type.shape[2:]]
+        if have != out_shape:
+            grow = [max(o - h, 0) for o, h in zip(out_shape, have)]
+            if any(grow):
+                y = cx.op("ik.pad", y, pads=(0, 0, *[0] * nd, 0, 0, *grow), value=0.0)
+            shape = y.type.shape
+            y = cx.op("ik.slice", y, start=(0,) * (nd + 2), limit=tuple(shape[:2]) + tuple(out_shape))
+    return [OT.of(y)]
+
+
+# ---------------------------------------------------------------------------
+# Normalisations built from reductions
+
+
+@converter("LpNormalization")
+def _lp_norm(cx: Emitter, node: Node) -> list[OT | None]:
+    x = node.req(0)
+    ax = _axis(node, int(node.attr("axis", -1)), x.rank)
+    p = int(node.attr("p", 2))
+    v = cx.ir(x)
+    if p == 1:
+        n = cx.op("ik.reduce_sum", cx.op("ik.abs", v), axes=(ax,), keepdims=True)
+    elif p == 2:
+        n = cx.op("ik.sqrt", cx.op("ik.reduce_sum", cx.op("ik.mul", v, v), axes=(ax,), keepdims=True))
+    else:
+        raise FrontendError(f"node '{node.name}' (LpNormalization): p must be 1 or 2, got {p}")
+    zero = cx.scalar(0.0, x.dtype)
+    # The reference gives 0 where the norm is 0.
+    safe = cx.op("ik.where", cx.op("ik.eq", n, zero), cx.scalar(1.0, x.dtype), n)
+    return [OT.of(cx.op("ik.div", v, safe))]
+
+
+@converter("BatchNormalization")
+def _batch_norm(cx: Emitter, node: Node) -> list[OT | None]:
+    x, sc, b, mean, var = (node.req(i) for i in range(5))
+    training = bool(node.attr("training_mode", 0))
+    if any(node.used[1:]) and not training:
+        raise Unsupported("BatchNormalization whose running statistics outputs are used outside training mode")
+    shape = (1, x.shape[1]) + (1,) * (x.rank - 2)
+
+    def chan(t: OT) -> Value:
+        v = cx.ir(t)
+        if t.dtype is not x.dtype:
+            v = cx.op("ik.cast", v, to=x.dtype)
+        return cx.op("ik.reshape", v, shape=shape)
+
+    eps = cx.scalar(float(node.attr("epsilon", 1e-5)), x.dtype)
+    extra: list[OT | None] = [None] * (node.n_outputs - 1)
+    m_v, var_v = chan(mean), chan(var)
+    if training:
+        # Training mode normalises with the batch's own statistics (deterministic, no dropout-like state);
+        # the running statistics outputs blend them in with `momentum`.
+        axes = (0,) + tuple(range(2, x.rank))
+        xv = cx.ir(x)
+        bm = cx.op("ik.reduce_mean", xv, axes=axes, keepdims=True)
+        d = cx.op("ik.sub", xv, bm)
+        bvar = cx.op("ik.reduce_mean", cx.op("ik.mul", d, d), axes=axes, keepdims=True)
+        mom = float(node.attr("momentum", 0.9))
+        for i, (run_v, cur) in enumerate(((m_v, bm), (var_v, bvar))):
+            if i + 1 < node.n_outputs and node.used[i + 1]:
+                blend = cx.op("ik.add", cx.op("ik.mul", run_v, cx.scalar(mom, x.dtype)),
+                              cx.op("ik.mul", cur, cx.scalar(1.0 - mom, x.dtype)))
+                out = cx.op("ik.reshape", blend, shape=(x.shape[1],))
+                t = (mean if i == 0 else var).dtype
+                extra[i] = OT.of(out if t is x.dtype else cx.op("ik.cast", out, to=t))
+        m_v, var_v = bm, bvar
+    inv = cx.op("ik.rsqrt", cx.op("ik.add", var_v, eps))
+    y = cx.op("ik.mul", cx.op("ik.sub", cx.ir(x), m_v), cx.op("ik.mul", inv, chan(sc)))
+    return [OT.of(cx.op("ik.add", y, chan(b)))] + extra
+
+
+@converter("InstanceNormalization")
+def _instance_norm(cx: Emitter, node: Node) -> list[OT | None]:
+    x, sc, b = node.req(0), node.req(1, "scale"), node.req(2, "B")
+    axes = tuple(range(2, x.rank))
+    v = cx.ir(x)
+    mean = cx.op("ik.reduce_mean", v, axes=axes, keepdims=True)
+    d = cx.op("ik.sub", v, mean)
+    var = cx.op("ik.reduce_mean", cx.op("ik.mul", d, d), axes=axes, keepdims=True)
+    inv = cx.op("ik.rsqrt", cx.op("ik.add", var, cx.scalar(float(node.attr("epsilon", 1e-5)), x.dtype)))
+    shape = (1, x.shape[1]) + (1,) * (x.rank - 2)
+    y = cx.op("ik.mul", cx.op("ik.mul", d, inv), cx.op("ik.reshape", cx.ir(sc), shape=shape))
+    return [OT.of(cx.op("ik.add", y, cx.op("ik.reshape", cx.ir(b), shape=shape)))]
+
+
+@converter("DepthToSpace", "SpaceToDepth")
+def _depth_space(cx: Emitter, node: Node) -> list[OT | None]:
+    x = node.req(0)
+    if x.rank != 4:
+        raise FrontendError(f"node '{node.name}' ({node.op_type}): input must be 4-D")
+    bs = int(node.attr("blocksize", 0))
+    n, c, h, w = x.shape
+    if not all(isinstance(d, int) for d in (c, h, w)):
+        raise Unsupported(f"{node.op_type} over dynamic dims")
+    v = cx.ir(x)
+    if node.op_type == "DepthToSpace":
+        if node.attr("mode", "DCR") == "DCR":
+            v = cx.op("ik.reshape", v, shape=(n, bs, bs, c // (bs * bs), h, w))
+            v = cx.op("ik.transpose", v, perm=(0, 3, 4, 1, 5, 2))
+        else:
+            v = cx.op("ik.reshape", v, shape=(n, c // (bs * bs), bs, bs, h, w))
+            v = cx.op("ik.transpose", v, perm=(0, 1, 4, 2, 5, 3))
+        return [OT.of(cx.op("ik.reshape", v, shape=(n, c // (bs * bs), h * bs, w * bs)))]
+    v = cx.op("ik.reshape", v, shape=(n, c, h // bs, bs, w // bs, bs))
+    crd = node.attr("mode", "DCR") == "CRD"
+    v = cx.op("ik.transpose", v, perm=(0, 1, 3, 5, 2, 4) if crd else (0, 3, 5, 1, 2, 4))
+    return [OT.of(cx.op("ik.reshape", v, shape=(n, c * bs * bs, h // bs, w // bs)))]
+
+
+# ---------------------------------------------------------------------------
+# Resize / Upsample
+
+
+def _resize_matrix(attrs: dict, n_in: int, scale: float | None, size: int | None,
+                   roi: tuple[float, float] | None) -> tuple[np.ndarray, np.ndarray]:
+    """(M [n_in, n_out], extrapolated [n_out] mask) of a 1-D ONNX Resize, from ONNX's reference."""
+    from onnx import TensorProto, helper
+    from onnx.reference import ReferenceEvaluator
+
+    keep = {k: v for k, v in attrs.items() if k in (
+        "mode", "coordinate_transformation_mode", "cubic_coeff_a", "exclude_outside", "nearest_mode", "antialias")}
+    inits = [helper.make_tensor("roi", TensorProto.FLOAT, [2], list(roi or (0.0, 1.0)))]
+    if size:
+        inits.append(helper.make_tensor("sizes", TensorProto.INT64, [1], [size]))
+    else:
+        inits.append(helper.make_tensor("scales", TensorProto.FLOAT, [1], [scale]))
+
+    def model(extrapolation: float) -> object:
+        node = helper.make_node("Resize", ["X", "roi", "" if size else "scales", "sizes" if size else ""], ["Y"],
+                                axes=[1], extrapolation_value=extrapolation, **keep)
+        g = helper.make_graph([node], "r", [helper.make_tensor_value_info("X", TensorProto.DOUBLE, None)],
+                              [helper.make_tensor_value_info("Y", TensorProto.DOUBLE, None)], inits)
+        return helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = ReferenceEvaluator(model(0.0)).run(None, {"X": np.eye(n_in, dtype=np.float64)})[0]
+        mask = ReferenceEvaluator(model(1.0)).run(None, {"X": np.zeros((1, n_in), dtype=np.float64)})[0][0]
+    return np.asarray(m), np.asarray(mask)
+
+
+def _resize_axis(cx: Emitter, v: Value, ax: int, m: np.ndarray, mask: np.ndarray, nearest: bool,
+                 extrap: float) -> Value:
+    dt = v.type.dtype
+    n_out = m.shape[1]
+    if nearest:
+        idx = np.argmax(m, axis=0).astype(np.int64)
+        y = cx.op("ik.gather", v, cx.constant(idx, DType.i64), axis=ax)
+    else:
+        r = v.type.rank
+        perm = [i for i in range(r) if i != ax] + [ax]
+        t = cx.op("ik.transpose", v, perm=tuple(perm)) if ax != r - 1 else v
+        y = cx.op("ik.matmul", t, cx.constant(m.astype(dt.np), dt))
+        if ax != r - 1:
+            inv = [0] * r
+            for i, p in enumerate(perm):
+                inv[p] = i
+            y = cx.op("ik.transpose", y, perm=tuple(inv))
+    if np.any(mask != 0):
+        shape = [1] * v.type.rank
+        shape[ax] = n_out
+        keep = cx.constant((mask == 0).reshape(shape), DType.bool)
+        y = cx.op("ik.where", keep, y, cx.scalar(extrap, dt))
+    return y
+
+
+def _resize(cx: Emitter, node: Node, x: OT, attrs: dict, scales: list[float] | None, sizes: list[int] | None,
+            roi: list[float] | None, axes: list[int]) -> OT:
+    sp = _static(node, x.shape, "dims")
+    policy = attrs.get("keep_aspect_ratio_policy", "stretch")
+    if sizes is not None and policy != "stretch":
+        ratios = [sizes[i] / sp[a] for i, a in enumerate(axes)]
+        s = min(ratios) if policy == "not_larger" else max(ratios)
+        sizes = [int(math.floor(s * sp[a] + 0.5)) for a in axes]
+        scales, sizes_used = [s] * len(axes), sizes
+    else:
+        sizes_used = sizes
+    mode = attrs.get("mode", "nearest")
+    if mode not in ("nearest", "linear", "cubic"):
+        raise FrontendError(f"node '{node.name}' (Resize): unknown mode '{mode}'")
+    nearest = mode == "nearest"
+    if not nearest and not x.dtype.is_float:
+        raise Unsupported(f"Resize {mode} on {x.dtype}")
+    v = cx.ir(x)
+    for i, a in enumerate(axes):
+        sc = scales[i] if scales is not None else None
+        sz = sizes_used[i] if sizes_used is not None else None
+        if sc is not None and sz is None and sc == 1.0 and attrs.get("coordinate_transformation_mode") != \
+                "tf_crop_and_resize":
+            continue
+        r = (roi[i], roi[i + len(axes)]) if roi else None
+        try:
+            m, mask = _resize_matrix(attrs, sp[a], sc, sz, r)
+        except Exception as e:  # noqa: BLE001 - the reference raises many kinds of errors
+            raise FrontendError(f"node '{node.name}' (Resize): ONNX's reference rejects the parameters "
+                                f"({str(e).splitlines()[0][:200] if str(e) else type(e).__name__})") from None
+        if sizes is not None and policy != "stretch" and m.shape[1] != sizes[i]:
+            keep = m.shape[1]
+            m = m[:, :sizes[i]] if keep > sizes[i] else np.pad(m, ((0, 0), (0, sizes[i] - keep)))
+        v = _resize_axis(cx, v, a, m, mask, nearest, float(attrs.get("extrapolation_value", 0.0)))
+    return OT.of(v)
+
+
+def _float_list(cx: Emitter, t: OT | None, node: Node, what: str) -> list[float] | None:
+    if t is None or (t.known is not None and t.known.size == 0):
+        return None
+    if t.known is None:
+        raise Unsupported(f"{node.op_type} whose '{what}' is computed at run time")
+    return [float(e) for e in np.asarray(t.known, dtype=np.float64).reshape(-1)]
+
+
+@converter("Resize")
+def _resize_node(cx: Emitter, node: Node) -> list[OT | None]:
+    x = node.req(0)
+    attrs = dict(node.attrs)
+    if cx.opset < 11:  # Resize-10: scales is input 1, asymmetric coordinates
+        scales = _float_list(cx, node.input(1), node, "scales")
+        attrs.setdefault("coordinate_transformation_mode", "asymmetric")
+        attrs.setdefault("nearest_mode", "floor")
+        return [_resize(cx, node, x, attrs, scales, None, None, list(range(x.rank)))]
+    roi = _float_list(cx, node.input(1), node, "roi")
+    scales = _float_list(cx, node.input(2), node, "scales")
+    sizes_t = node.input(3)
+    sizes = cx.ints(sizes_t, node, "sizes") if sizes_t is not None and not (
+        sizes_t.known is not None and sizes_t.known.size == 0) else None
+    axes = [_axis(node, int(a), x.rank) for a in node.attr("axes", range(x.rank))]
+    if scales is None and sizes is None:
+        raise FrontendError(f"node '{node.name}' (Resize): needs scales or sizes")
+    n = len(scales if scales is not None else sizes)
+    if n != len(axes):
+        raise FrontendError(f"node '{node.name}' (Resize): {n} scales/sizes for {len(axes)} axes")
+    if roi is not None and len(roi) != 2 * len(axes):
+        roi = None if attrs.get("coordinate_transformation_mode") != "tf_crop_and_resize" else roi
+    return [_resize(cx, node, x, attrs, scales, sizes, roi, axes)]
+
+
+@converter("Upsample")
+def _upsample(cx: Emitter, node: Node) -> list[OT | None]:
+    x = node.req(0)
+    scales = [float(s) for s in node.attrs["scales"]] if "scales" in node.attrs else \
+        _float_list(cx, node.req(1, "scales"), node, "scales")
+    mode = node.attr("mode", "nearest")
+    attrs = {"mode": "linear" if mode in ("linear", "bilinear") else mode,
+             "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
+    return [_resize(cx, node, x, attrs, scales, None, None, list(range(x.rank)))]
+
+
+__all__ = ["conv_value"]
+
+
+@converter("LRN")
+def _lrn(cx: Emitter, node: Node) -> list[OT | None]:
+    x = node.req(0)
+    size = int(node.attr("size", 0))
+    if size < 1:
+        raise FrontendError(f"node '{node.name}' (LRN): size must be >= 1")
+    alpha, beta, bias = float(node.attr("alpha", 1e-4)), float(node.attr("beta", 0.75)), float(node.attr("bias", 1.0))
+    v = cx.ir(x)
+    dt = x.dtype
+    r = x.rank
+    lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
+    window = [1] * r
+    window[1] = size
+    pads = [0] * (2 * r)
+    pads[1], pads[r + 1] = lo, hi
+    sq = cx.op("ik.reduce_window", cx.op("ik.mul", v, v), kind="sum", window=tuple(window), strides=(1,) * r,
+               pads=tuple(pads), dilations=(1,) * r)
+    den = cx.op("ik.add", cx.scalar(bias, dt), cx.op("ik.mul", sq, cx.scalar(alpha / size, dt)))
+    return [OT.of(cx.op("ik.div", v, cx.op("ik.pow", den, cx.scalar(beta, dt))))]
