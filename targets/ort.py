@@ -10,6 +10,18 @@ op and its source location.  ``ik.attention`` goes out as opset-23 Attention,
 or decomposed (``attention="decomposed"``) where ORT's Attention kernel does
 not cover a case (an additive bias together with a boolean mask).
 
+The lowering is one rule table, :data:`ORT_RULES` (a :class:`LoweringTable`): a
+rule is ``(exporter, op, input names) -> output names``; the table is the
+target's coverage (``supports``, ``irkit coverage``). Where onnxruntime's CPU
+kernels lack a dtype (many have no 16-bit or unsigned kernels, several no f64)
+a rule computes in a wider type and casts back, or refuses that instance in one
+line naming the op (``ex.refuse``); where ONNX has no operator (cummax, popcount,
+atan2 ...) it decomposes exactly, and ops with no exact decomposition (erfinv,
+lgamma, digamma, nextafter) are refused. Semantics are the reference's: NaN
+propagates through max/min reductions and is the extreme of arg-reductions
+(onnxruntime skips it), a fully masked attention row is zeros (onnxruntime's
+Attention gives NaN). See docs/target-ort.md.
+
 bfloat16: onnxruntime's CPU kernels have almost no bf16 implementations (MatMul,
 Mul, Softmax... are missing), so a bf16 value travels as float32 holding a
 bf16-representable number: after every op whose IR result is bf16 the exporter
@@ -156,7 +168,9 @@ class _Exporter:
     def _op(self, op: Op) -> list[str]:
         rule = ORT_RULES.get(op.name)
         if rule is None:
-            raise TargetUnavailable(f"ort: no ONNX lowering for '{op.name}' at {op.loc.short()}")
+            why = NO_ONNX_OP.get(op.name, "no lowering rule in targets/ort.py")
+            raise TargetUnavailable(f"ort: cannot lower '{op.name}' at {op.loc.short()}: {why}; use the xla-cpu, "
+                                    "tvm-llvm or reference target for this model")
         return rule(self, op, [self.names[id(v)] for v in op.operands])
 
     # -- helpers for rules -----------------------------------------------------------------------
@@ -600,8 +614,8 @@ def _round(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
 @ORT_RULES.rule("ik.trunc")
 def _trunc(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
     nd, x, c = ex.node, ins[0], ex.scalar_like(op.operand(0))
-    return nd("Where", [nd("Less", [x, c(0)], owner=op)[0], nd("Ceil", [x], owner=op)[0], nd("Floor", [x], owner=op)[0]],
-              owner=op)
+    neg = nd("Less", [x, c(0)], owner=op)[0]
+    return nd("Where", [neg, nd("Ceil", [x], owner=op)[0], nd("Floor", [x], owner=op)[0]], owner=op)
 
 
 @ORT_RULES.rule("ik.isnan", "ik.isinf", "ik.isfinite")
@@ -615,12 +629,13 @@ def _classify(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
     return nd("Not", [bad], owner=op)
 
 
-@ORT_RULES.rule("ik.erfinv", "ik.lgamma", "ik.digamma", "ik.nextafter")
-def _no_onnx_op(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
-    why = {"ik.nextafter": "ONNX has no nextafter and no bit reinterpretation to build it from",
-           }.get(op.name, f"ONNX has no {op.name[3:]} op and onnxruntime no kernel for it")
-    ex.refuse(op, f"{why}; use the xla-cpu, tvm-llvm or reference target for this model")
-    raise AssertionError  # unreachable
+NO_ONNX_OP: dict[str, str] = {
+    "ik.erfinv": "ONNX has no erfinv op and no exact decomposition",
+    "ik.lgamma": "ONNX has no lgamma op and no exact decomposition",
+    "ik.digamma": "ONNX has no digamma op and no exact decomposition",
+    "ik.nextafter": "ONNX has no nextafter and no bit reinterpretation to build it from",
+}
+"""Registry ops ``ort`` does not lower (so they have no rule, and ``irkit coverage`` says no), and why."""
 
 
 @ORT_RULES.rule("ik.atan2")
@@ -1135,7 +1150,8 @@ def _conv(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
     return [y if _is_float(dt) else ex.cast(y, dt, op)]
 
 
-def export_onnx(module: Module, bindings: Mapping[str, int] | None = None, attention: str = "onnx") -> tuple[Any, dict[str, Op]]:
+def export_onnx(module: Module, bindings: Mapping[str, int] | None = None,
+                attention: str = "onnx") -> tuple[Any, dict[str, Op]]:
     """The ONNX ModelProto of ``module``'s entry function, and node name -> IR op."""
     fn = module.entry
     b = default_bindings(fn, bindings)
@@ -1236,4 +1252,4 @@ class OrtTarget(Target):
                         runner, profiler)
 
 
-__all__ = ["export_onnx", "OrtTarget", "OPSET", "ORT_RULES"]
+__all__ = ["NO_ONNX_OP", "OPSET", "ORT_RULES", "OrtTarget", "export_onnx"]

@@ -455,7 +455,9 @@ def _map(fn: Any, name: str) -> Any:
 @rule("ik.constant")
 def _constant(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
     d = op.attrs["value"]
-    return [lw.bb.emit(lw.relax.const(np.ascontiguousarray(d.array), _tvm_dtype(op, d.dtype)))]
+    arr = np.asarray(d.array)
+    # np.ascontiguousarray makes a 0-d array 1-d; a scalar constant must stay rank 0
+    return [lw.bb.emit(lw.relax.const(np.ascontiguousarray(arr).reshape(arr.shape), _tvm_dtype(op, d.dtype)))]
 
 
 @rule("ik.dim_value")
@@ -583,7 +585,7 @@ def _topi_binary(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
     if name == "pow" and not op.results[0].dtype.is_float:
         from irkit.targets.tvm_kernels import te_ops
 
-        return [lw.emit(op, _map(te_ops.int_pow, "ipow"), *ins)]
+        return [lw.emit(op, te_ops.int_pow, *ins)]
     if name == "pow":
         e = _scalar_constant(op.operand(1))
         if e in (1.0, 2.0, 3.0):  # x*x*x instead of a libm powf per element
@@ -646,10 +648,9 @@ def _compare(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
 def _float_binary(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
     tirx = lw.tvm.tirx
     if op.name == "ik.nextafter":
-        if op.results[0].dtype not in (DType.f32, DType.f64):
-            raise lw.refuse(op, f"nextafter of {op.results[0].dtype} has no kernel (the C library has "
-                                "float and double only); cast to f32 first")
-        return [lw.emit(op, _map(tirx.nextafter, "nextafter"), *ins)]
+        from irkit.targets.tvm_kernels import te_ops
+
+        return [lw.emit(op, _map(te_ops.nextafter, "nextafter"), *ins)]
     return [lw.emit(op, _half_via_f32(_map(tirx.atan2, "atan2")), *ins)]
 
 
@@ -1079,8 +1080,9 @@ class TvmTarget(Target):
             if op.name not in _STRUCTURAL and op.name not in TVM_RULES:
                 missing.setdefault(op.name, []).append(op.loc.short())
         if missing:
-            raise TargetUnavailable(f"target '{self.name}' has no lowering rule for " + "; ".join(
-                f"'{n}' at {', '.join(locs[:3])}{' ...' if len(locs) > 3 else ''}" for n, locs in sorted(missing.items())))
+            where = [f"'{n}' at {', '.join(locs[:3])}{' ...' if len(locs) > 3 else ''}"
+                     for n, locs in sorted(missing.items())]
+            raise TargetUnavailable(f"target '{self.name}' has no lowering rule for " + "; ".join(where))
         b = default_bindings(fn, bindings)
         ids = op_ids(module)
         t0 = time.perf_counter()

@@ -5,7 +5,8 @@ Design note
 :func:`lower_to_jax` turns the entry function of a module, at concrete values of
 its symbolic dims, into a JAX-traceable Python function that ``compile_xla``
 hands to XLA. The function walks the IR graph once per trace and calls one
-rule per op from :data:`XLA_RULES` (a :class:`~irkit.targets.base.LoweringTable`) (``op name -> rule(ctx, op, inputs) -> outputs``);
+rule per op from :data:`XLA_RULES`, a :class:`~irkit.targets.base.LoweringTable`
+(``op name -> rule(ctx, op, inputs) -> outputs``);
 every op of the registry has a rule, and ``tests/unit/test_xla_target.py``
 fails when one is added without.
 
@@ -552,7 +553,9 @@ def _dot_types(x: Any) -> tuple[Any, Any]:
     dt = np.dtype(x.dtype)
     if dt.kind in "iu":
         # i32 accumulation wraps to the same low bits as the reference's i64 then astype.
-        return dt, np.dtype(np.int64) if dt == np.int64 else np.dtype(np.int32)
+        if dt.itemsize == 8:
+            return dt, dt
+        return dt, np.dtype(np.uint32) if dt.kind == "u" else np.dtype(np.int32)
     return dt, _acc_dtype(dt)
 
 
@@ -817,9 +820,8 @@ def _gather(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
     ax = normalize_axis(ctx.attrs(op).get("axis", 0), data.ndim)
     n = data.shape[ax]
     # Negative indices count from the end (np.take); an index out of range, which the
-    # reference rejects, is clamped by XLA's gather.
-    idx = jnp.where(idx < 0, idx + _scalar(n, idx.dtype), idx)
-    return [jnp.take(data, idx, axis=ax, mode="clip")]
+    # reference rejects, reads NaN / the type's extreme (mode="fill"), never a clamped neighbour.
+    return [jnp.take(data, _wrap(idx, n), axis=ax, mode="fill")]
 
 
 @rule("ik.iota")
@@ -1039,11 +1041,14 @@ def _scan(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
 
 
 def _wrap(idx: Any, n: int) -> Any:
-    """Negative indices count from the end (as the reference), as i64."""
+    """Negative indices count from the end (as the reference), as i64; an index still outside
+    [0, n) becomes n, out of range for the gather's fill or the scatter's drop (JAX would wrap a
+    negative one again)."""
     import jax.numpy as jnp
 
     idx = idx.astype(jnp.int64)
-    return jnp.where(idx < 0, idx + n, idx)
+    idx = jnp.where(idx < 0, idx + n, idx)
+    return jnp.where((idx < 0) | (idx >= n), n, idx)
 
 
 def _elements_targets(data_shape: Sequence[int], idx: Any, ax: int) -> Any:
@@ -1056,6 +1061,7 @@ def _elements_targets(data_shape: Sequence[int], idx: Any, ax: int) -> Any:
     for i, d in enumerate(data_shape):
         coord = along if i == ax else lax.broadcasted_iota(jnp.int64, idx.shape, i)
         flat = flat * d + coord
+    flat = jnp.where(along == data_shape[ax], math.prod(data_shape), flat)  # out of range stays out of range
     return flat.reshape(-1)
 
 
@@ -1111,9 +1117,12 @@ def _nd_targets(idx: Any, dims: Sequence[int]) -> Any:
     k = idx.shape[-1]
     rows = idx.reshape(-1, k)
     flat = jnp.zeros(rows.shape[0], jnp.int64)
+    bad = jnp.zeros(rows.shape[0], jnp.bool_)
     for j in range(k):
-        flat = flat * dims[j] + _wrap(rows[:, j], dims[j])
-    return flat
+        col = _wrap(rows[:, j], dims[j])
+        bad = bad | (col == dims[j])
+        flat = flat * dims[j] + col
+    return jnp.where(bad, math.prod(dims), flat)  # out of range stays out of range
 
 
 @rule("ik.gather_nd")
@@ -1257,7 +1266,6 @@ _CONV_LAYOUTS = {1: ("NCH", "OIH", "NCH"), 2: ("NCHW", "OIHW", "NCHW"), 3: ("NCD
 def _conv(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
     """``conv_general_dilated`` with input (lhs) dilation; negative padding crops, as in XLA.
     Accumulates as the reference: f64 for f64, f32 for other floats, i64 for integers."""
-    import jax.numpy as jnp
     from jax import lax
 
     from irkit.ir.ops_window import conv_attrs

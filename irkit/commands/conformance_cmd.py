@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import shlex
 import sys
+from dataclasses import asdict
 from typing import Any
 
 from irkit.cli import args_for, command
@@ -18,7 +21,8 @@ def _conformance_args(p: argparse.ArgumentParser) -> None:
                    help="targets to run besides the interpreter, e.g. ort,tvm-llvm,xla-cpu")
     p.add_argument("--peers", action="store_true",
                    help="also run the peer importers on the same cases (TVM Relax's ONNX and torch.export frontends)")
-    p.add_argument("--filter", metavar="SUBSTR", help="only cases whose id contains SUBSTR (comma-separated: any)")
+    p.add_argument("--filter", metavar="TERMS", help="only cases whose id contains a term or whose op group equals "
+                   "it (comma-separated; =TERM: only an equal id or group)")
     p.add_argument("--sample", type=int, metavar="N", help="N cases spread evenly over the suite (deterministic)")
     p.add_argument("--limit", type=int, metavar="N", help="only the first N cases")
     p.add_argument("--jobs", type=int, default=0, metavar="N",
@@ -102,12 +106,29 @@ def cmd_conformance(args: argparse.Namespace) -> int:
                         step[0] = done
                         sys.stderr.write(f"{suite}: {done}/{total} cases\n")
                         sys.stderr.flush()
-            res = run_suite(suite, targets, filter=args.filter, limit=args.limit, sample=args.sample,
-                            peers=args.peers, jobs=args.jobs, timeout=args.timeout, progress=progress)
+            on_rows = None
+            partial = None
+            if args.json:
+                # Rows as they come, one JSON object a line: a long run that is stopped still has its results.
+                partial = open(_json_path(args.json, suite, len(suites) > 1) + ".partial.jsonl", "w")  # noqa: SIM115
+
+                def on_rows(rows: list[Any], f: Any = partial) -> None:
+                    for r in rows:
+                        f.write(json.dumps(asdict(r), default=str) + "\n")
+                    f.flush()
+            try:
+                res = run_suite(suite, targets, filter=args.filter, limit=args.limit, sample=args.sample,
+                                peers=args.peers, jobs=args.jobs, timeout=args.timeout, progress=progress,
+                                on_rows=on_rows)
+            finally:
+                if partial is not None:
+                    partial.close()
             res.meta["command"] = cmdline
             results.append(res)
             if args.json:
-                res.write_json(_json_path(args.json, suite, len(suites) > 1))
+                out = _json_path(args.json, suite, len(suites) > 1)
+                res.write_json(out)
+                os.remove(out + ".partial.jsonl")
     for res in results:
         _print_summary(res, args.show)
     if args.report:

@@ -25,4 +25,4 @@ from __future__ import annotations
 from irkit.conformance.results import STATUSES, CaseResult, SuiteResult
 from irkit.conformance.runner import SUITES, Case, run_suite
 
-__all__ = ["run_suite", "SuiteResult", "CaseResult", "Case", "STATUSES", "SUITES"]
+__all__ = ["STATUSES", "SUITES", "Case", "CaseResult", "SuiteResult", "run_suite"]

@@ -9,7 +9,8 @@ the same functions, so what the command claims is what the test checks.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 STRUCTURAL = frozenset({"func.return", "ik.yield"})
 """Terminators: part of every function or region, never lowered on their own."""
@@ -32,4 +33,4 @@ def op_matrix(targets: Sequence[Any]) -> dict[str, dict[str, bool]]:
     return {op: {t.name: op in covered[t.name] for t in targets} for op in sorted(OPS) if op not in STRUCTURAL}
 
 
-__all__ = ["table_ops", "op_matrix", "STRUCTURAL"]
+__all__ = ["STRUCTURAL", "op_matrix", "table_ops"]

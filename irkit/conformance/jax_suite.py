@@ -10,9 +10,10 @@ runs on the interpreter and the requested targets.  Runner names say the path:
 
 The expected result is JAX's own (``jax.jit`` on the CPU), compared with JAX's
 test tolerance for the dtype (float32: rtol = atol = 1e-6), NaNs equal, dtypes
-equal.  An output that misses it gets a second opinion: JAX in float64 on the
-same inputs; irkit passes when it is within that tolerance plus four times
-JAX's largest float32 error against the float64 result.
+equal.  An output that misses it gets a second opinion (rounding is not a wrong
+answer): it passes when it is within 64 float32 ulps of the output's largest
+magnitude everywhere, or as close to JAX in float64 (``jax.enable_x64``) as JAX
+in float32 is (within the tolerance plus four times JAX's largest float32 error).
 
 Out of scope (skip): the linear-algebra decompositions (cholesky, qr, svd,
 eig, eigh, lu, triangular_solve), random-number primitives (random_*,
@@ -22,12 +23,15 @@ outputs, and harnesses JAX itself cannot run on this CPU.
 
 from __future__ import annotations
 
+import os
 import warnings
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-from irkit.conformance.results import INTERP, CaseResult, Tol, all_rows, classify_error, run_on_targets
+from irkit.conformance.results import (INTERP, CaseResult, Tol, all_rows, classify_error, close_to_float64,
+                                       normwise_close, run_on_targets)
 from irkit.conformance.runner import Case
 
 SCOPE_NOTE = ("jax: f32/i32/bool harnesses; skipped: linear-algebra decompositions (cholesky, qr, svd, eig, eigh, "
@@ -37,6 +41,9 @@ DTYPES = ("float32", "int32", "bool")
 LINALG = frozenset({"cholesky", "qr", "svd", "eig", "eigh", "lu", "triangular_solve"})
 RANDOM = frozenset({"rng_bit_generator", "iota_2x32_shape", "rng_uniform"})
 _HARNESSES: dict[str, Any] | None = None
+
+# The expected results are JAX's on the CPU; without this JAX also probes for TPUs (libtpu's warnings).
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 
 def runner_names(targets: Sequence[str], peers: bool) -> list[str]:
@@ -100,9 +107,11 @@ def run_case(case: Case, targets: Sequence[str], peers: bool) -> list[CaseResult
     f64: list[Any] = []
 
     def second_opinion(i: int, a: np.ndarray, e: np.ndarray) -> bool:
-        """Within tolerance of JAX in float64, allowing four times JAX's own float32 error."""
+        """Rounding, not a wrong answer: normwise close, or as close to JAX in float64 as JAX in float32."""
         if a.dtype.kind != "f" or e.dtype.kind != "f":
             return False
+        if normwise_close(a, e):
+            return True
         if not f64:
             try:
                 with jax.enable_x64(True):
@@ -110,18 +119,7 @@ def run_case(case: Case, targets: Sequence[str], peers: bool) -> list[CaseResult
                     f64.extend(_leaves(jax.jit(h.dyn_fun, keep_unused=True)(*wide)))
             except Exception:  # noqa: BLE001 - no float64 form: no second opinion
                 f64.append(None)
-        if len(f64) <= i or f64[i] is None or np.shape(f64[i]) != e.shape:
-            return False
-        x = np.asarray(f64[i], dtype=np.float64)
-        ea, aa = e.astype(np.float64), a.astype(np.float64)
-        with np.errstate(all="ignore"):
-            # Normwise: as accurate as the framework's own float32 result, up to a factor (elementwise
-            # errors of two correct float32 results fall on different elements).
-            d = np.abs(ea - x)
-            own = float(d[np.isfinite(d)].max()) if np.isfinite(d).any() else 0.0
-            bound = tol.atol + tol.rtol * np.abs(x) + 4.0 * own
-            same = (np.isnan(aa) == np.isnan(ea)) & ((np.abs(aa - x) <= bound) | (aa == x) | np.isnan(aa))
-        return bool(same.all())
+        return len(f64) > i and f64[i] is not None and close_to_float64(a, e, f64[i], tol)
 
     rows: list[CaseResult] = []
     for path in PATHS:
@@ -148,8 +146,8 @@ def run_case(case: Case, targets: Sequence[str], peers: bool) -> list[CaseResult
 
 def prepare_worker() -> None:
     _harnesses()
-    import irkit.frontends.jax  # noqa: F401
+    import irkit.frontends.jax
     import irkit.frontends.jax_stablehlo  # noqa: F401
 
 
-__all__ = ["collect", "run_case", "runner_names", "group_scope", "SCOPE_NOTE"]
+__all__ = ["SCOPE_NOTE", "collect", "group_scope", "run_case", "runner_names"]

@@ -16,7 +16,8 @@ reason for a skip names what put it out of scope.
 from __future__ import annotations
 
 import warnings
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -113,7 +114,7 @@ def _group(name: str, model: Any, schemas: dict[str, str]) -> str:
         key = "".join(toks[:k]).lower()
         if key in schemas:
             return schemas[key]
-    return sorted(ops)[0] if ops else "?"
+    return min(ops) if ops else "?"
 
 
 def collect(filter: str | None = None) -> list[Case]:
@@ -156,14 +157,45 @@ def _input_names(model: Any) -> list[str]:
     return [v.name for v in model.graph.input if v.name not in init]
 
 
-def run_ort(model_bytes: bytes, names: Sequence[str], inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+def _plain(dt: np.dtype) -> bool:
+    """Whether onnxruntime's Python API takes and returns this dtype as NumPy (not bfloat16, float8, int4...)."""
+    return dt.kind in "biuf" and type(dt).__module__ == "numpy" and dt.name != "float16" or dt == np.float16
+
+
+def run_ort(model_bytes: bytes, names: Sequence[str], inputs: Sequence[np.ndarray],
+            expected: Sequence[Any] = ()) -> list[np.ndarray]:
+    """Run the original model in onnxruntime.  Inputs and outputs of types NumPy itself lacks (bfloat16,
+    float8) travel as OrtValues holding their bytes, as onnxruntime's Python API cannot convert them."""
+    import ctypes
+
+    import onnx
     import onnxruntime as ort
 
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
     so.log_severity_level = 3
     sess = ort.InferenceSession(model_bytes, so, providers=["CPUExecutionProvider"])
-    return [np.asarray(o) for o in sess.run(None, dict(zip(names, inputs)))]
+    if all(_plain(np.asarray(x).dtype) for x in inputs) and all(
+            not isinstance(e, np.ndarray) or _plain(e.dtype) for e in expected):
+        return [np.asarray(o) for o in sess.run(None, dict(zip(names, inputs)))]
+    types = {v.name: v.type.tensor_type.elem_type for v in onnx.load_from_string(model_bytes).graph.input}
+    feeds = {}
+    for n, x in zip(names, inputs):
+        x = np.ascontiguousarray(x)
+        if _plain(x.dtype):
+            feeds[n] = ort.OrtValue.ortvalue_from_numpy(x)
+        else:
+            raw = x.view({1: np.uint8, 2: np.uint16}[x.dtype.itemsize])
+            feeds[n] = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(raw, types[n])
+    out = []
+    for k, v in enumerate(sess.run_with_ort_values(None, feeds)):
+        e = expected[k] if k < len(expected) else None
+        if isinstance(e, np.ndarray) and not _plain(e.dtype):
+            data = ctypes.string_at(v.data_ptr(), v.tensor_size_in_bytes())
+            out.append(np.frombuffer(data, dtype=e.dtype).reshape(v.shape()).copy())
+        else:
+            out.append(np.asarray(v.numpy()))
+    return out
 
 
 def tvm_outputs(out: Any) -> list[np.ndarray]:
@@ -224,7 +256,7 @@ def run_case(case: Case, targets: Sequence[str], peers: bool) -> list[CaseResult
         with np.errstate(all="ignore"):
             rows.extend(run_on_targets(case.id, case.group, m, inputs, outs, tol, mine))
     try:
-        got = run_ort(data, names, inputs)
+        got = run_ort(data, names, inputs, outs)
         rows.append(judge(case.id, case.group, PEER_ORT, got, outs, tol))
     except Exception as e:  # noqa: BLE001 - a peer's failure is its refusal
         rows.append(CaseResult(case.id, case.group, PEER_ORT, "refused", _peer_error("onnxruntime", e)))
@@ -244,4 +276,4 @@ def prepare_worker() -> None:
     import irkit.frontends.onnx  # noqa: F401
 
 
-__all__ = ["collect", "run_case", "runner_names", "scope_reason", "SCOPE_NOTE"]
+__all__ = ["SCOPE_NOTE", "collect", "run_case", "runner_names", "scope_reason"]

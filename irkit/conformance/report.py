@@ -8,7 +8,7 @@ JAX harnesses >= 95% of in-scope cases; zero silent wrong answers anywhere.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from irkit.conformance.results import STATUSES, SuiteResult, reason_key
 
@@ -41,8 +41,8 @@ def goal_rows(res: SuiteResult) -> list[tuple[str, str, str, bool | None]]:
         else:
             what = "exportable samples" if res.suite == "torch" else "in-scope harnesses"
             met = (s["pass"] * 100.0 / s["in_scope"] >= goal) if s["in_scope"] else None
-            rows.append((f">= {goal:g}% of {what}", runner, f"{s['pass']}/{s['in_scope']} = "
-                         f"{_pct(s['pass'], s['in_scope'])}", met))
+            measured = f"{s['pass']}/{s['in_scope']} = {_pct(s['pass'], s['in_scope'])}"
+            rows.append((f">= {goal:g}% of {what}", runner, measured, met))
             if res.suite == "torch" and "tvm-relax" in summ:
                 t = summ["tvm-relax"]
                 rows.append(("more than TVM's from_exported_program", runner,
@@ -73,12 +73,6 @@ def suite_section(res: SuiteResult, top: int = 12) -> list[str]:
         name = f"{runner} (peer)" if _is_peer(runner) else runner
         L.append(f"| {name} | {s['pass']} | {s['wrong']} | {s['refused']} | {s['crash']} | {s['skip']} | "
                  f"{s['in_scope']} | {s['pass_pct'] if s['pass_pct'] is not None else 'n/a'} |")
-    L.append("")
-    L.append("Goals:\n")
-    L.append("| goal | runner | measured | met |")
-    L.append("|---|---|---|---|")
-    for goal, runner, measured, met in goal_rows(res):
-        L.append(f"| {goal} | {runner} | {measured} | {_mark(met)} |")
     L.append("")
     wrong = [r for r in res.results if r.status == "wrong" and not _is_peer(r.runner)]
     if wrong:
@@ -112,10 +106,10 @@ def suite_section(res: SuiteResult, top: int = 12) -> list[str]:
 
 
 def render(results: Sequence[SuiteResult], command: str) -> str:
-    L = ["# Conformance\n",
-         "irkit on the frameworks' own conformance material: the ONNX backend node tests, PyTorch's OpInfo "
-         "database and JAX's primitive harnesses (see docs/conformance.md for how cases are run, what each "
-         "status means and how scope is decided).\n"]
+    intro = ("irkit on the frameworks' own conformance material: the ONNX backend node tests, PyTorch's OpInfo "
+             "database and JAX's primitive harnesses (see docs/conformance.md for how cases are run, what each "
+             "status means and how scope is decided).\n")
+    L = ["# Conformance\n", intro]
     if results:
         m = results[0].meta
         L.append(f"Produced by `{command}` on {m.get('date', '?')}.\n")
@@ -142,4 +136,4 @@ def write_report(results: Sequence[SuiteResult], path: str, command: str) -> Non
     atomic_write(path, render(results, command))
 
 
-__all__ = ["render", "write_report", "goal_rows"]
+__all__ = ["goal_rows", "render", "write_report"]

@@ -24,9 +24,10 @@ import json
 import math
 import traceback
 from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -100,12 +101,12 @@ class SuiteResult:
         atomic_write(path, json.dumps(self.to_json(), indent=1, default=_json_default) + "\n")
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "SuiteResult":
+    def from_json(cls, data: dict[str, Any]) -> SuiteResult:
         return cls(data["suite"], list(data["runners"]), [CaseResult(**r) for r in data["results"]],
                    dict(data.get("meta", {})))
 
     @classmethod
-    def read_json(cls, path: str | Path) -> "SuiteResult":
+    def read_json(cls, path: str | Path) -> SuiteResult:
         return cls.from_json(json.loads(Path(path).read_text()))
 
 
@@ -118,13 +119,18 @@ def _json_default(o: Any) -> Any:
 
 
 def reason_key(reason: str) -> str:
-    """A reason shortened to what groups equal failures: the first clause, numbers and shapes elided."""
+    """A reason shortened to what groups equal failures: for an unsupported-ops refusal the ops (with
+    their detail, without counts and locations); otherwise the text with numbers and shapes elided."""
     import re
 
+    if " unsupported op(s) of " in reason:
+        items = re.findall(r"([\w.:]+(?: \((?:[^()]|\([^()]*\))*\))?) x\d+ \(", reason)
+        if items:
+            return "unsupported: " + "; ".join(dict.fromkeys(items))
     s = reason.split(" (see `irkit coverage`")[0]
     s = re.sub(r"\[[^\]]*\]", "[..]", s)
-    s = re.sub(r"(?<![A-Za-z_])-?\d+(\.\d+)?(e-?\d+)?", "N", s)
-    return s[:160]
+    s = re.sub(r"(?<![\w.])-?\d+(?:\.\d+)?(?:e-?\d+)?(?![\w.])", "N", s)
+    return s[:200]
 
 
 # ---------------------------------------------------------------------------
@@ -171,6 +177,12 @@ class Tol:
     atol: float
 
 
+_TWO_ULPS = {"bfloat16": 2.0**-6, "float16": 2.0**-9}
+"""The least rtol for a half-precision output: two ulps of its type.  The ONNX backend runner widens
+bfloat16 this way; float16 gets the same rule (a tolerance finer than the type's spacing compares
+rounding, not answers)."""
+
+
 def compare_outputs(actual: Sequence[Any], expected: Sequence[Any], tol: Tol,
                     ok_within: Callable[[int, np.ndarray, np.ndarray], bool] | None = None,
                     check_dtype: bool = True) -> tuple[bool, float, str]:
@@ -178,8 +190,8 @@ def compare_outputs(actual: Sequence[Any], expected: Sequence[Any], tol: Tol,
 
     Integers and booleans must match exactly (the error is the largest absolute
     difference); with ``check_dtype`` the dtypes must be equal too (as ONNX's
-    backend runner and ``torch.testing`` require).  A bfloat16 output gets rtol at
-    least 2**-6, two bf16 ulps (the ONNX backend runner's rule).  ``ok_within(i, actual, expected)`` may accept an output that
+    backend runner and ``torch.testing`` require).  A bfloat16 or float16 output
+    gets rtol of at least two ulps of its type (see ``_TWO_ULPS``).  ``ok_within(i, actual, expected)`` may accept an output that
     fails the plain test (a suite's second opinion, e.g. a float64 reference)."""
     from irkit.check import Tolerance, compare
 
@@ -189,11 +201,8 @@ def compare_outputs(actual: Sequence[Any], expected: Sequence[Any], tol: Tol,
     for i, (a, e) in enumerate(zip(actual, expected)):
         a = np.asarray(a)
         e = np.asarray(e)
-        if a.shape != e.shape:
-            if a.size == e.size == 1 or a.size == e.size and a.squeeze().shape == e.squeeze().shape:
-                a = a.reshape(e.shape)
-            else:
-                return False, math.inf, f"output {i}: shape {list(a.shape)}, expected {list(e.shape)}"
+        if a.shape != e.shape:  # strict, as the frameworks' own runners: a wrong rank is a wrong answer
+            return False, math.inf, f"output {i}: shape {list(a.shape)}, expected {list(e.shape)}"
         if check_dtype and a.dtype != e.dtype:
             return False, math.inf, f"output {i}: dtype {a.dtype}, expected {e.dtype}"
         if e.dtype.kind in "biu" or e.dtype == np.bool_:
@@ -212,13 +221,52 @@ def compare_outputs(actual: Sequence[Any], expected: Sequence[Any], tol: Tol,
             return False, math.inf, f"output {i}: complex outputs are not compared"
         if a.dtype.kind not in "biuf" and a.dtype.name != "bfloat16":
             return False, math.inf, f"output {i}: dtype {a.dtype}, expected {e.dtype}"
-        rtol = max(tol.rtol, 2.0**-6) if e.dtype.name == "bfloat16" else tol.rtol
+        rtol = max(tol.rtol, _TWO_ULPS.get(e.dtype.name, 0.0))
         c = compare(a.astype(np.float64), e.astype(np.float64), Tolerance(rtol, tol.atol), f"output {i}")
         err = c.max_abs if not math.isnan(c.max_abs) else math.inf
         worst = max(worst, err)
         if not c.ok and not (ok_within and ok_within(i, a, e)):
             return False, worst, c.describe()
     return True, worst, ""
+
+
+NORMWISE_ULPS = 64
+"""A float32 output within this many ulps of its largest magnitude of the expected one is rounding, not a wrong
+answer: accumulations (conv, matmul, reductions) round relative to the summands, not to each element."""
+
+
+def close_to_float64(a: np.ndarray, e: np.ndarray, x: np.ndarray, tol: Tol) -> bool:
+    """Whether ``a`` is as close to the framework's float64 result ``x`` as the framework's own float32
+    result ``e`` is: within ``tol`` of ``x`` plus four times the largest ``|e - x|`` (normwise, since
+    two correct float32 results round on different elements).  NaNs must sit where ``e`` has them."""
+    if np.shape(x) != e.shape or a.shape != e.shape:
+        return False
+    x = np.asarray(x, dtype=np.float64)
+    ea, aa = e.astype(np.float64), a.astype(np.float64)
+    with np.errstate(all="ignore"):
+        d = np.abs(ea - x)
+        own = float(d[np.isfinite(d)].max()) if np.isfinite(d).any() else 0.0
+        bound = tol.atol + tol.rtol * np.abs(x) + 4.0 * own
+        same = (np.isnan(aa) == np.isnan(ea)) & ((np.abs(aa - x) <= bound) | (aa == x) | np.isnan(aa))
+    return bool(same.all())
+
+
+def normwise_close(a: np.ndarray, e: np.ndarray) -> bool:
+    """Whether float32 ``a`` is within :data:`NORMWISE_ULPS` ulps of the largest finite ``|e|`` of ``e``
+    everywhere, with NaNs and infinities in the same places."""
+    if a.shape != e.shape or e.dtype != np.float32 or a.dtype.kind != "f":
+        return False
+    aa, ea = a.astype(np.float64), e.astype(np.float64)
+    if np.any(np.isnan(aa) != np.isnan(ea)):
+        return False
+    inf = np.isinf(ea) | np.isinf(aa)
+    if np.any(aa[inf] != ea[inf]):
+        return False
+    fin = np.isfinite(ea) & np.isfinite(aa)
+    if not fin.any():
+        return True
+    scale = float(np.abs(ea[fin]).max())
+    return bool(np.abs(aa[fin] - ea[fin]).max() <= NORMWISE_ULPS * float(np.finfo(np.float32).eps) * scale)
 
 
 def timed_call(fn: Callable[[], Any]) -> tuple[Any, float]:
@@ -252,7 +300,7 @@ def run_on_targets(case: str, group: str, module: Any, inputs: Sequence[np.ndarr
                     out.append(CaseResult(case, group, runner, "refused", f"target '{target}' cannot run here: "
                                           f"{av.reason}"))
                     continue
-                got, dt = timed_call(lambda: t.run_module(module, [np.asarray(x) for x in inputs]))
+                got, dt = timed_call(lambda t=t: t.run_module(module, [np.asarray(x) for x in inputs]))
         except Exception as e:  # noqa: BLE001 - one case never stops the run
             status, reason = classify_error(e)
             out.append(CaseResult(case, group, runner, status, reason))
@@ -278,5 +326,18 @@ def all_rows(case: str, group: str, runners: Iterable[str], status: str, reason:
     return [CaseResult(case, group, r, status, reason) for r in runners]
 
 
-__all__ = ["CaseResult", "SuiteResult", "STATUSES", "INTERP", "Tol", "compare_outputs", "run_on_targets", "judge",
-           "classify_error", "crash_line", "one_line", "all_rows", "reason_key"]
+__all__ = [
+    "INTERP",
+    "STATUSES",
+    "CaseResult",
+    "SuiteResult",
+    "Tol",
+    "all_rows",
+    "classify_error",
+    "compare_outputs",
+    "crash_line",
+    "judge",
+    "one_line",
+    "reason_key",
+    "run_on_targets",
+]

@@ -17,8 +17,9 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from irkit.conformance.results import CaseResult, SuiteResult, all_rows, crash_line
 
@@ -173,7 +174,8 @@ class _Worker:
 
 
 def run_pool(cases: Sequence[Case], plan: Plan, jobs: int, timeout: float,
-             progress: Callable[[int, int], None] | None = None) -> tuple[list[CaseResult], float]:
+             progress: Callable[[int, int], None] | None = None,
+             on_rows: Callable[[list[CaseResult]], None] | None = None) -> tuple[list[CaseResult], float]:
     """Run ``cases`` in ``jobs`` worker processes with a per-case ``timeout``; (rows, peak worker RSS MB)."""
     import multiprocessing as mp
     from multiprocessing.connection import wait
@@ -203,6 +205,8 @@ def run_pool(cases: Sequence[Case], plan: Plan, jobs: int, timeout: float,
                     try:
                         got, rss = w.conn.recv()
                         rows.extend(got)
+                        if on_rows:
+                            on_rows(got)
                         peak = max(peak, rss)
                         finished = True
                         w.done += 1
@@ -212,13 +216,19 @@ def run_pool(cases: Sequence[Case], plan: Plan, jobs: int, timeout: float,
                         code = w.proc.exitcode
                         w.proc.join(1)
                         code = w.proc.exitcode if code is None else code
-                        rows.extend(all_rows(case.id, case.group, plan.runners, "crash",
-                                             f"worker process died (exit code {code}) while running this case"))
+                        got = all_rows(case.id, case.group, plan.runners, "crash",
+                                       f"worker process died (exit code {code}) while running this case")
+                        rows.extend(got)
+                        if on_rows:
+                            on_rows(got)
                         finished, recycle = True, True
                         w.case = None
                 elif time.monotonic() - w.started > timeout + (startup_grace if w.done == 0 else 0):
-                    rows.extend(all_rows(case.id, case.group, plan.runners, "crash",
-                                         f"timed out after {timeout:g} s (worker killed)"))
+                    got = all_rows(case.id, case.group, plan.runners, "crash",
+                                   f"timed out after {timeout:g} s (worker killed)")
+                    rows.extend(got)
+                    if on_rows:
+                        on_rows(got)
                     finished, recycle = True, True
                     w.case = None
                     w.stop(kill=True)
@@ -270,7 +280,8 @@ def cpu_name() -> str:
 
 def run_suite(suite: str, targets: Sequence[str] = (), *, filter: str | None = None, limit: int | None = None,
               sample: int | None = None, peers: bool = False, jobs: int = 0, timeout: float = 300.0,
-              progress: Callable[[int, int], None] | None = None) -> SuiteResult:
+              progress: Callable[[int, int], None] | None = None,
+              on_rows: Callable[[list[CaseResult]], None] | None = None) -> SuiteResult:
     """Run conformance suite ``suite`` (onnx, torch or jax) on the interpreter and ``targets``.
 
     ``filter`` keeps cases whose id contains one of the comma-separated
@@ -278,7 +289,9 @@ def run_suite(suite: str, targets: Sequence[str] = (), *, filter: str | None = N
     evenly over them; ``limit`` the first N.  ``peers`` also runs the peer
     importers (TVM Relax's frontends).  ``jobs`` > 0 isolates every case in a
     pool of that many worker processes with a per-case ``timeout``; 0 runs in
-    this process.  Returns a :class:`SuiteResult` with one row per case and runner.
+    this process.  ``on_rows`` sees each case's rows as soon as they exist (to
+    keep partial results of a long run).  Returns a :class:`SuiteResult` with one
+    row per case and runner.
     """
     mod = suite_module(suite)
     t_start = time.time()
@@ -287,11 +300,14 @@ def run_suite(suite: str, targets: Sequence[str] = (), *, filter: str | None = N
     plan.runners = list(mod.runner_names(tlist, peers))
     cases = select(mod.collect(filter), filter, limit, sample)
     if jobs and jobs > 0 and len(cases) > 1:
-        rows, peak = run_pool(cases, plan, jobs, timeout, progress)
+        rows, peak = run_pool(cases, plan, jobs, timeout, progress, on_rows)
     else:
         rows = []
         for i, c in enumerate(cases):
-            rows.extend(run_one(mod, c, plan))
+            got = run_one(mod, c, plan)
+            rows.extend(got)
+            if on_rows:
+                on_rows(got)
             if progress:
                 progress(i + 1, len(cases))
         peak = _rss_mb()
@@ -306,5 +322,15 @@ def run_suite(suite: str, targets: Sequence[str] = (), *, filter: str | None = N
     return SuiteResult(suite, plan.runners, rows, meta)
 
 
-__all__ = ["Case", "Plan", "run_suite", "run_pool", "run_one", "select", "suite_module", "SUITES", "versions",
-           "cpu_name"]
+__all__ = [
+    "SUITES",
+    "Case",
+    "Plan",
+    "cpu_name",
+    "run_one",
+    "run_pool",
+    "run_suite",
+    "select",
+    "suite_module",
+    "versions",
+]

@@ -200,7 +200,7 @@ class Emitter:
         """Create ``ik.name`` and return its single result."""
         try:
             return self.b.create(f"ik.{name}", list(operands), attrs).results[0]
-        except BuildError as e:
+        except (BuildError, ValueError) as e:  # ValueError: a type inference that fails without an OpError
             raise Unsupported(f"{name}: {e}") from None
 
     def op_results(self, name: str, operands: Sequence[Value], **attrs: Any) -> list[Value]:
@@ -387,6 +387,10 @@ class Emitter:
                     lhs_batch: Sequence[int], rhs_batch: Sequence[int], out_dtype: DType) -> Value:
         """XLA dot_general; ``ik.matmul`` when it is plainly a matrix product."""
         lc, rc, lb, rb = (tuple(int(i) for i in d) for d in (lhs_contract, rhs_contract, lhs_batch, rhs_batch))
+        if out_dtype == DType.bool:
+            # A boolean dot is an or of ands: count the true products in i32.
+            r = self.dot_general(self.cast(lhs, DType.i32), self.cast(rhs, DType.i32), lc, rc, lb, rb, DType.i32)
+            return self.op("ne", r, self.scalar(0, DType.i32))
         if lhs.dtype != out_dtype:
             lhs = self.cast(lhs, out_dtype)
         if rhs.dtype != out_dtype:
@@ -652,34 +656,68 @@ class Emitter:
              lhs_dilation: Sequence[int], rhs_dilation: Sequence[int], lhs_spec: Sequence[int],
              rhs_spec: Sequence[int], out_spec: Sequence[int], feature_group_count: int,
              batch_group_count: int, out_dtype: DType) -> Value:
-        """XLA convolution with 2 spatial dims as ``ik.conv2d`` (NCHW/OIHW) plus transposes.
+        """XLA convolution: ``ik.conv2d`` (NCHW/OIHW) for a plain 2-D one, else ``ik.conv`` (1 to 3
+        spatial dims, input dilation, negative padding), with transposes for other layouts.
 
         ``*_spec`` list, for lhs/out, the (batch, feature, spatial...) dims and,
         for rhs, the (out feature, in feature, spatial...) dims, as jax's
-        ConvDimensionNumbers do.
+        ConvDimensionNumbers do.  ``batch_group_count`` (weight gradients) splits the
+        batch and the output features into that many groups, one convolution each.
         """
-        if len(lhs_spec) != 4:
-            raise Unsupported(f"convolution with {len(lhs_spec) - 2} spatial dims (only 2-D)")
-        if any(int(d) != 1 for d in lhs_dilation):
-            raise Unsupported("convolution with lhs (input) dilation (transposed convolution)")
-        if batch_group_count != 1:
-            raise Unsupported("convolution with batch_group_count != 1")
+        n = len(lhs_spec) - 2
+        if not 1 <= n <= 3:
+            raise Unsupported(f"convolution with {n} spatial dims (1 to 3 are supported)")
         pads = [(int(lo), int(hi)) for lo, hi in padding]
-        if any(lo < 0 or hi < 0 for lo, hi in pads):
-            raise Unsupported("convolution with negative padding")
+        strides = [int(s_) for s_ in strides]
+        ldil = [int(d) for d in lhs_dilation] if lhs_dilation else [1] * n
+        rdil = [int(d) for d in rhs_dilation] if rhs_dilation else [1] * n
         if x.dtype != out_dtype:
             x = self.cast(x, out_dtype)
         if w.dtype != out_dtype:
             w = self.cast(w, out_dtype)
         xn = self.transpose(x, lhs_spec)
         wn = self.transpose(w, rhs_spec)
-        y = self.op("conv2d", xn, wn, None, strides=tuple(int(s) for s in strides),
-                    padding=(pads[0][0], pads[1][0], pads[0][1], pads[1][1]),
-                    dilations=tuple(int(d) for d in rhs_dilation), groups=int(feature_group_count))
-        inv = [0] * 4
+        bgc = int(batch_group_count)
+        if bgc == 1:
+            y = self._conv_nchw(xn, wn, strides, pads, ldil, rdil, int(feature_group_count))
+        else:
+            nb, o = xn.shape[0], wn.shape[0]
+            if not isinstance(nb, int) or not isinstance(o, int) or nb % bgc or o % bgc:
+                raise Unsupported("convolution with batch_group_count not dividing the batch and the features")
+            parts = []
+            for g in range(bgc):
+                xg = self.slice(xn, [g * (nb // bgc)] + [0] * (n + 1),
+                                [(g + 1) * (nb // bgc)] + list(xn.shape[1:]), None)
+                wg = self.slice(wn, [g * (o // bgc)] + [0] * (n + 1), [(g + 1) * (o // bgc)] + list(wn.shape[1:]),
+                                None)
+                parts.append(self._conv_nchw(xg, wg, strides, pads, ldil, rdil, int(feature_group_count)))
+            y = self.concat(parts, 1)
+        inv = [0] * (n + 2)
         for i, d in enumerate(out_spec):
             inv[int(d)] = i
         return self.transpose(y, inv)
+
+    def _conv_nchw(self, x: Value, w: Value, strides: list[int], pads: list[tuple[int, int]], ldil: list[int],
+                   rdil: list[int], groups: int) -> Value:
+        n = len(pads)
+        empty = False
+        for d, k, (lo, hi), dl, ld in zip(x.shape[2:], w.shape[2:], pads, rdil, ldil):
+            if isinstance(d, int) and isinstance(k, int):
+                empty |= ((d - 1) * ld + 1 if d else 0) + lo + hi - dl * (k - 1) < 1
+        if empty:
+            # A window larger than the (padded) input: XLA gives an empty result, and so do we.
+            out: list[Dim] = [x.shape[0], w.shape[0]]
+            for d, k, (lo, hi), st, dl, ld in zip(x.shape[2:], w.shape[2:], pads, strides, rdil, ldil):
+                span = ((d - 1) * ld + 1 if d else 0) + lo + hi - dl * (k - 1)
+                out.append(max(0, (span - 1) // st + 1) if span >= 1 else 0)
+            return self.constant(np.zeros(tuple(int(v) for v in out), x.dtype.np), x.dtype)
+        if n == 2 and all(d == 1 for d in ldil) and all(lo >= 0 and hi >= 0 for lo, hi in pads):
+            return self.op("conv2d", x, w, None, strides=tuple(strides),
+                           padding=(pads[0][0], pads[1][0], pads[0][1], pads[1][1]), dilations=tuple(rdil),
+                           groups=groups)
+        return self.op("conv", x, w, None, strides=tuple(strides),
+                       padding=tuple(lo for lo, _ in pads) + tuple(hi for _, hi in pads), dilations=tuple(rdil),
+                       lhs_dilation=tuple(ldil), groups=groups)
 
 
 def check_result_type(got: TensorType, want: TensorType, what: str) -> None:

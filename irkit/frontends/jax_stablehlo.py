@@ -972,10 +972,13 @@ def _sort(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     return [w.out(v) for v in w.em.sort(xs, _int(w.ir, _attr(op, "dimension")), keys, descending)]
 
 
-@_handles("chlo.top_k")
+@_handles("chlo.top_k", "mhlo.topk")
 def _top_k(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
+    """Top k along the last dim (HLO text converts to ``mhlo.topk``, which may ask for the smallest)."""
     idx_dt = w.mlir_type(op.results[1].type, [1] * w.ir.RankedTensorType(op.results[1].type).rank).dtype
-    return [w.out(v) for v in w.em.topk(w.value(ins[0]), _int(w.ir, _attr(op, "k")), -1, True, idx_dt)]
+    largest = _attr(op, "largest")
+    big = True if largest is None else bool(w.ir.BoolAttr(largest).value)
+    return [w.out(v) for v in w.em.topk(w.value(ins[0]), _int(w.ir, _attr(op, "k")), -1, big, idx_dt)]
 
 
 @_handles("stablehlo.scatter")
@@ -1251,7 +1254,10 @@ def _import_parsed(ir: Any, stablehlo: Any, module: Any, name: str, src: str,
         rt = a.type
         if not isinstance(rt, ir.RankedTensorType):
             raise FrontendError(f"{src}: argument {i} has type {rt}; only ranked tensors are supported")
-        static = w.static_dims(rt)
+        try:
+            static = w.static_dims(rt)
+        except Unsupported as e:
+            raise FrontendError(f"{src}: argument {i} has an unsupported {e.what}") from None
         dims: list[Dim] = []
         for j, d in enumerate(static):
             if d is not None:

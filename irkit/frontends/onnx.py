@@ -45,7 +45,7 @@ from irkit.frontends.onnx_load import (
     tensor_to_numpy,
 )
 from irkit.frontends.onnx_functions import function_body, out_of_scope
-from irkit.frontends import onnx_nn, onnx_tensor  # noqa: F401 - registers their converters
+from irkit.frontends import onnx_nn, onnx_rnn, onnx_tensor  # noqa: F401 - registers their converters
 from irkit.frontends.onnx_ops import CONVERTERS, OT, Emitter, Node, Unsupported, supported_ops
 from irkit.ir.builder import Builder, BuildError
 from irkit.ir.core import Function, Graph, Location, Module
@@ -264,6 +264,8 @@ class OnnxImporter(Emitter):
             return
         if domain == "" and op_type == "If" and self._fold_if(n, ins, outs_names, loc, unsupported, onnx, depth):
             return
+        if domain == "" and op_type == "Scan" and self._unroll_scan(n, ins, outs_names, loc, unsupported, onnx, depth):
+            return
         why = out_of_scope(domain, op_type)
         conv = CONVERTERS.get((domain, op_type)) if why is None else None
         if conv is not None:
@@ -300,6 +302,7 @@ class OnnxImporter(Emitter):
                 t = self._get(x) if x else None
                 types.append((t.dtype, t.shape) if t is not None else None)
             body = function_body(n, self.lm.opset, types)
+            before = {k: list(v) for k, v in unsupported.ops.items()}
             if body is not None:
                 # The body's nodes, with the outer node's location as a scope.
                 inner_used: set[str] = {o for o, u in zip(outs_names, used) if u}
@@ -309,10 +312,14 @@ class OnnxImporter(Emitter):
                     bouts = list(bn.output)
                     self._convert_node(bn, list(bn.input), bouts, Location(name=f"{loc.name}/{bn.op_type}"),
                                        [o in inner_used for o in bouts], unsupported, onnx, depth + 1)
-                for o in outs_names:
-                    if o and o not in self._vals:
-                        poisoned.add(o)
-                return
+                if why is None or before == unsupported.ops:
+                    for o in outs_names:
+                        if o and o not in self._vals:
+                            poisoned.add(o)
+                    return
+                # The body needs something unsupported too: report the converter's own reason instead.
+                unsupported.ops.clear()
+                unsupported.ops.update(before)
         unsupported.add(f"{label} ({why})" if why else label, loc)
         poisoned.update(o for o in outs_names if o)
 
@@ -342,6 +349,84 @@ class OnnxImporter(Emitter):
                 self._vals[o] = self._get(bo.name)
             else:
                 self._poisoned.add(o)
+        return True
+
+    def _unroll_scan(self, n: Any, ins: list[str], outs_names: list[str], loc: Location,
+                     unsupported: UnsupportedOps, onnx: Any, depth: int) -> bool:
+        """A Scan (opset 9+) over a static length, unrolled: the body converted once per step.
+
+        Function bodies use Scan for recurrences (LinearAttention); with static
+        shapes the unrolled graph is plain IR.  Anything else stays refused.
+        """
+        if self.lm.opset < 9 or any(not x for x in ins):
+            return False
+        a = _attrs(n, onnx)
+        body = a.get("body")
+        m = int(a.get("num_scan_inputs", 0))
+        n_state = len(ins) - m
+        if body is None or m < 1 or n_state < 0 or len(body.input) != len(ins):
+            return False
+        in_axes = [int(v) for v in a.get("scan_input_axes", [0] * m)]
+        in_dirs = [int(v) for v in a.get("scan_input_directions", [0] * m)]
+        k = len(body.output) - n_state
+        out_axes = [int(v) for v in a.get("scan_output_axes", [0] * k)]
+        out_dirs = [int(v) for v in a.get("scan_output_directions", [0] * k)]
+        scans = [self._get(x) for x in ins[n_state:]]
+        lengths = {t.shape[ax % t.rank] for t, ax in zip(scans, in_axes)}
+        if len(lengths) != 1 or not isinstance(next(iter(lengths)), int) or next(iter(lengths)) > 4096:
+            return False
+        steps = int(next(iter(lengths)))
+        from irkit.frontends.onnx_functions import rename_nodes
+
+        states = [self._get(x) for x in ins[:n_state]]
+        slices: list[list[OT]] = [[] for _ in range(k)]
+        self.loc = loc
+        for it in range(steps):
+            tag = f"__scan{id(n)}_{it}"
+            nodes = [type(bn)() for bn in body.node]
+            for dst, src in zip(nodes, body.node):
+                dst.CopyFrom(src)
+            mapping = {v.name: v.name + tag for v in body.input}
+            mapping.update({o: o + tag for bn in body.node for o in bn.output if o})
+            rename_nodes(nodes, mapping)
+            for j, (vi, st) in enumerate(zip(body.input, states)):
+                self._vals[mapping[vi.name]] = st
+            for j, (vi, t) in enumerate(zip(body.input[n_state:], scans)):
+                ax = in_axes[j] % t.rank
+                i = it if not in_dirs[j] else steps - 1 - it
+                start = [0] * t.rank
+                limit = list(t.shape)
+                start[ax], limit[ax] = i, i + 1
+                v = self.op("ik.slice", self.ir(t), start=tuple(start), limit=tuple(limit))
+                shape = tuple(d for q, d in enumerate(t.shape) if q != ax)
+                self._vals[mapping[vi.name]] = OT.of(self.op("ik.reshape", v, shape=shape))
+            for bn in nodes:
+                bouts = list(bn.output)
+                self._convert_node(bn, list(bn.input), bouts, Location(name=f"{loc.name}/step{it}/{bn.op_type}"),
+                                   [True] * len(bouts), unsupported, onnx, depth + 1)
+            outs = [mapping.get(o.name, o.name) for o in body.output]
+            if any(o not in self._vals and o not in self._inits for o in outs):
+                self._poisoned.update(o for o in outs_names if o)
+                return True
+            states = [self._get(o) for o in outs[:n_state]]
+            for j, o in enumerate(outs[n_state:]):
+                slices[j].append(self._get(o))
+        self.loc = loc
+        for o, st in zip(outs_names[:n_state], states):
+            if o:
+                self._vals[o] = st
+        for j, o in enumerate(outs_names[n_state:]):
+            if not o:
+                continue
+            parts = slices[j] if not out_dirs[j] else slices[j][::-1]
+            r = parts[0].rank + 1
+            ax = out_axes[j] % r
+            vals = []
+            for p in parts:
+                shape = list(p.shape)
+                shape.insert(ax, 1)
+                vals.append(self.op("ik.reshape", self.ir(p), shape=tuple(shape)))
+            self._vals[o] = OT.of(vals[0] if len(vals) == 1 else self.op("ik.concat", *vals, axis=ax))
         return True
 
     def _check_output(self, vi: Any, t: OT) -> None:

@@ -35,13 +35,14 @@ OUT_OF_SCOPE_DOMAINS = {
 
 # Default-domain ops irkit refuses by design, with the reason.
 OUT_OF_SCOPE_OPS: dict[str, str] = {
-    **{op: "control flow is out of scope" for op in ("If", "Loop", "Scan")},
+    **{op: "control flow is out of scope (If folds when its condition is known at import, Scan unrolls "
+           "over a static length)" for op in ("If", "Loop", "Scan")},
     **{op: "sequences are out of scope" for op in (
         "SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase", "SequenceInsert", "SequenceLength",
         "SequenceMap", "SplitToSequence", "ConcatFromSequence")},
     **{op: "optionals are out of scope" for op in ("Optional", "OptionalGetElement", "OptionalHasElement")},
     **{op: "string ops are out of scope" for op in (
-        "StringNormalizer", "StringConcat", "StringSplit", "RegexFullMatch", "TfIdfVectorizer")},
+        "StringNormalizer", "StringConcat", "StringSplit", "RegexFullMatch")},
     **{op: "random-number ops are out of scope" for op in (
         "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli", "Multinomial")},
     **{op: "training ops are out of scope" for op in ("Gradient", "Momentum", "Adagrad", "Adam")},
@@ -138,11 +139,11 @@ def function_body(node: Any, opset: int, input_types: Sequence[tuple[DType, Sequ
     keep = {x for x in node.input if x} | {o for o in node.output if o}
     rename = {o: f"{o}__{name}" for n in nodes for o in n.output if o and o not in keep}
     if rename:
-        _rename(nodes, rename)
+        rename_nodes(nodes, rename)
     return nodes
 
 
-def _rename(nodes: Sequence[Any], rename: dict[str, str]) -> None:
+def rename_nodes(nodes: Sequence[Any], rename: dict[str, str]) -> None:
     for n in nodes:
         for i, x in enumerate(n.input):
             if x in rename:
@@ -152,12 +153,12 @@ def _rename(nodes: Sequence[Any], rename: dict[str, str]) -> None:
                 n.output[i] = rename[x]
         for a in n.attribute:
             if a.HasField("g"):
-                _rename(a.g.node, rename)
+                rename_nodes(a.g.node, rename)
                 for o in a.g.output:
                     if o.name in rename:
                         o.name = rename[o.name]
             for g in a.graphs:
-                _rename(g.node, rename)
+                rename_nodes(g.node, rename)
 
 
-__all__ = ["OUT_OF_SCOPE_DOMAINS", "OUT_OF_SCOPE_OPS", "function_body", "out_of_scope"]
+__all__ = ["OUT_OF_SCOPE_DOMAINS", "OUT_OF_SCOPE_OPS", "function_body", "out_of_scope", "rename_nodes"]

@@ -99,13 +99,59 @@ def _reduce_window(cx: Emitter, v: Value, kind: str, k: Sequence[int], strides: 
 @converter("MaxPool")
 def _max_pool(cx: Emitter, node: Node) -> list[OT | None]:
     x = node.req(0)
-    if node.n_outputs > 1 and node.used[1]:
-        raise Unsupported("MaxPool whose Indices output is used")
     k, st, dil, pads, extra = _pool_geometry(node, x)
     nd = len(k)
     afters = [pads[nd + i] + extra[i] for i in range(nd)]
     y = _reduce_window(cx, cx.ir(x), "max", k, st, dil, pads[:nd], afters)
+    if node.n_outputs > 1 and node.used[1]:
+        return [OT.of(y), _max_pool_indices(cx, node, x, k, st, dil, pads[:nd], afters)]
     return [OT.of(y), None]
+
+
+def _max_pool_indices(cx: Emitter, node: Node, x: OT, k: list[int], st: list[int], dil: list[int],
+                      befores: list[int], afters: list[int]) -> OT:
+    """MaxPool's Indices: every window's elements gathered (constant indices), the first max's flat position."""
+    import itertools
+
+    nd = len(k)
+    n_b, c = x.shape[0], x.shape[1]
+    sp = _static(node, x.shape[2:], "spatial dims")
+    if not isinstance(n_b, int) or not isinstance(c, int):
+        raise Unsupported("MaxPool Indices over a dynamic batch or channel count")
+    outs = [(sp[i] + befores[i] + afters[i] - dil[i] * (k[i] - 1) - 1) // st[i] + 1 for i in range(nd)]
+    total = int(np.prod(sp))
+    rows = []
+    for o in itertools.product(*[range(n) for n in outs]):
+        row = []
+        for w in itertools.product(*[range(n) for n in k]):
+            p = [o[i] * st[i] - befores[i] + w[i] * dil[i] for i in range(nd)]
+            inside = all(0 <= p[i] < sp[i] for i in range(nd))
+            row.append(int(np.ravel_multi_index(p, sp)) if inside else total)  # total: the padding slot
+        rows.append(row)
+    table = np.array(rows, dtype=np.int64)  # [out, window]
+    n_out, n_w = table.shape
+    dt = x.dtype
+    low = float("-inf") if dt.is_float else float(np.iinfo(dt.np).min)
+    xv = cx.op("ik.reshape", cx.ir(x), shape=(n_b, c, total))
+    xv = cx.op("ik.pad", xv, pads=(0, 0, 0, 0, 0, 1), value=low)
+    idx = np.ascontiguousarray(np.broadcast_to(table.reshape(1, 1, -1), (n_b, c, n_out * n_w)))
+    win = cx.op("ik.gather_elements", xv, cx.constant(idx, DType.i64), axis=2)
+    win = cx.op("ik.reshape", win, shape=(n_b, c, n_out, n_w))
+    arg = cx.op("ik.argmax", win, axis=3, keepdims=True)
+    tbl = cx.constant(np.ascontiguousarray(np.broadcast_to(table.reshape(1, 1, n_out, n_w), (n_b, c, n_out, n_w))),
+                      DType.i64)
+    pos = cx.op("ik.reshape", cx.op("ik.gather_elements", tbl, arg, axis=3), shape=(n_b, c, n_out))
+    if int(node.attr("storage_order", 0)) == 1:
+        if nd != 2:
+            raise Unsupported("MaxPool Indices with storage_order=1 beyond 2-D")
+        h, w = sp
+        r = cx.op("ik.floor_div", pos, cx.scalar(w, DType.i64))
+        col = cx.op("ik.sub", pos, cx.op("ik.mul", r, cx.scalar(w, DType.i64)))
+        pos = cx.op("ik.add", cx.op("ik.mul", col, cx.scalar(h, DType.i64)), r)
+    # Flat over the whole input: + (n * C + c) * spatial size.
+    base = (np.arange(n_b * c, dtype=np.int64) * total).reshape(n_b, c, 1)
+    pos = cx.op("ik.add", pos, cx.constant(base, DType.i64))
+    return OT.of(cx.op("ik.reshape", pos, shape=(n_b, c, *outs)))
 
 
 @converter("AveragePool")
@@ -498,3 +544,185 @@ def _lrn(cx: Emitter, node: Node) -> list[OT | None]:
                pads=tuple(pads), dilations=(1,) * r)
     den = cx.op("ik.add", cx.scalar(bias, dt), cx.op("ik.mul", sq, cx.scalar(alpha / size, dt)))
     return [OT.of(cx.op("ik.div", v, cx.op("ik.pow", den, cx.scalar(beta, dt))))]
+
+
+# ---------------------------------------------------------------------------
+# GridSample: per-dim taps (ONNX reference semantics), one gather per tap combination
+
+
+def _gs_reflect(cx: Emitter, x: Value, lo: float, hi: float) -> Value:
+    """ONNX GridSample's reflection of a coordinate into [lo, hi] (by the near border, repeatedly)."""
+    dt = x.type.dtype
+    s = lambda v: cx.scalar(v, dt)  # noqa: E731
+    rng = s(hi - lo)
+
+    def fold(dx: Value, near: float, far: float) -> Value:
+        n = cx.op("ik.trunc", cx.op("ik.div", dx, rng))
+        r = cx.op("ik.sub", dx, cx.op("ik.mul", n, rng))
+        even = cx.op("ik.eq", cx.op("ik.mod", n, s(2.0)), s(0.0))
+        toward = cx.op("ik.add", s(near), r) if near < far else cx.op("ik.sub", s(near), r)
+        back = cx.op("ik.sub", s(far), r) if near < far else cx.op("ik.add", s(far), r)
+        return cx.op("ik.where", even, toward, back)
+
+    below = fold(cx.op("ik.sub", s(lo), x), lo, hi)
+    above = fold(cx.op("ik.sub", x, s(hi)), hi, lo)
+    return cx.op("ik.where", cx.op("ik.lt", x, s(lo)), below, cx.op("ik.where", cx.op("ik.gt", x, s(hi)), above, x))
+
+
+def _cubic_coeffs(cx: Emitter, t: Value) -> list[Value]:
+    dt = t.type.dtype
+    s = lambda v: cx.scalar(v, dt)  # noqa: E731
+    a = -0.75
+
+    def near(u: Value) -> Value:  # ((a+2)u - (a+3)) u^2 + 1
+        return cx.op("ik.add", cx.op("ik.mul", cx.op("ik.sub", cx.op("ik.mul", u, s(a + 2)), s(a + 3)),
+                                     cx.op("ik.mul", u, u)), s(1.0))
+
+    def far(u: Value) -> Value:  # ((a u - 5a) u + 8a) u - 4a
+        v = cx.op("ik.sub", cx.op("ik.mul", u, s(a)), s(5 * a))
+        v = cx.op("ik.add", cx.op("ik.mul", v, u), s(8 * a))
+        return cx.op("ik.sub", cx.op("ik.mul", v, u), s(4 * a))
+
+    one_m = cx.op("ik.sub", s(1.0), t)
+    return [far(cx.op("ik.add", t, s(1.0))), near(t), near(one_m), far(cx.op("ik.sub", s(2.0), t))]
+
+
+@converter("GridSample")
+def _grid_sample(cx: Emitter, node: Node) -> list[OT | None]:
+    x, grid = node.req(0, "X"), node.req(1, "grid")
+    nd = x.rank - 2
+    sp = _static(node, x.shape[2:], "spatial dims")
+    if grid.rank != nd + 2:
+        raise FrontendError(f"node '{node.name}' (GridSample): grid must be N spatial... {nd}")
+    mode = {"bilinear": "linear", "bicubic": "cubic"}.get(node.attr("mode", "linear"), node.attr("mode", "linear"))
+    pad = node.attr("padding_mode", "zeros")
+    align = bool(node.attr("align_corners", 0))
+    if mode not in ("nearest", "linear", "cubic") or pad not in ("zeros", "border", "reflection"):
+        raise FrontendError(f"node '{node.name}' (GridSample): unknown mode '{mode}' or padding_mode '{pad}'")
+    n_b = x.shape[0]
+    out_sp = tuple(grid.shape[1:-1])
+    f = DType.f64 if grid.dtype is DType.f64 else DType.f32
+    gv = cx.ir(grid) if grid.dtype is f else cx.op("ik.cast", cx.ir(grid), to=f)
+    s = lambda v: cx.scalar(v, f)  # noqa: E731
+    # Per spatial dim: the tap indices (i64) and weights, each shaped like the output grid [N, out...].
+    per_dim: list[list[tuple[Value, Value | None, Value | None]]] = []
+    for i in range(nd):
+        d = sp[i]
+        comp = _slice_last(cx, gv, nd - 1 - i)
+        xc = cx.op("ik.mul", cx.op("ik.add", comp, s(1.0)), s((d - 1) / 2.0)) if align else \
+            cx.op("ik.div", cx.op("ik.sub", cx.op("ik.mul", cx.op("ik.add", comp, s(1.0)), s(float(d))), s(1.0)),
+                  s(2.0))
+        if mode == "nearest":
+            xc = cx.op("ik.round", xc)
+        lo, hi = (0.0, d - 1.0) if align else (-0.5, d - 0.5)
+        if pad == "border":
+            outside = cx.op("ik.or", cx.op("ik.lt", xc, s(lo)), cx.op("ik.gt", xc, s(hi)))
+            xc = cx.op("ik.where", outside, cx.op("ik.min", cx.op("ik.max", xc, s(0.0)), s(d - 1.0)), xc)
+        elif pad == "reflection":
+            xc = _gs_reflect(cx, xc, lo, hi)
+        if mode == "nearest":
+            taps = [(xc, None)]
+        else:
+            x0 = cx.op("ik.floor", xc)
+            t = cx.op("ik.sub", xc, x0)
+            if mode == "linear":
+                taps = [(x0, cx.op("ik.sub", s(1.0), t)), (cx.op("ik.add", x0, s(1.0)), t)]
+            else:
+                ws = _cubic_coeffs(cx, t)
+                taps = [(cx.op("ik.add", x0, s(float(k))), w) for k, w in zip((-1, 0, 1, 2), ws)]
+        dim_taps = []
+        for pos, w in taps:
+            valid = None
+            if pad == "zeros":
+                valid = cx.op("ik.and", cx.op("ik.ge", pos, s(0.0)), cx.op("ik.le", pos, s(d - 1.0)))
+                pos = cx.op("ik.min", cx.op("ik.max", pos, s(0.0)), s(d - 1.0))
+            elif pad == "border":
+                pos = cx.op("ik.min", cx.op("ik.max", pos, s(0.0)), s(d - 1.0))
+            else:
+                pos = cx.op("ik.trunc", _gs_reflect(cx, pos, lo, hi))
+                pos = cx.op("ik.min", cx.op("ik.max", pos, s(0.0)), s(d - 1.0))
+            dim_taps.append((cx.op("ik.cast", pos, to=DType.i64), w, valid))
+        per_dim.append(dim_taps)
+    # Sum over every combination of taps: weight product times the gathered pixel.
+    p = 1
+    for o in out_sp:
+        p = p * o if isinstance(o, int) else -1
+    if p < 0:
+        raise Unsupported("GridSample over a dynamic output grid")
+    c = x.shape[1]
+    xv = cx.op("ik.reshape", cx.ir(x), shape=(n_b, c, int(np.prod(sp))))
+    strides = [int(np.prod(sp[i + 1:])) for i in range(nd)]
+    acc: Value | None = None
+    import itertools
+
+    for combo in itertools.product(*per_dim):
+        flat: Value | None = None
+        weight: Value | None = None
+        valid: Value | None = None
+        for (idx, w, ok), st in zip(combo, strides):
+            term = cx.op("ik.mul", idx, cx.scalar(st, DType.i64)) if st != 1 else idx
+            flat = term if flat is None else cx.op("ik.add", flat, term)
+            if w is not None:
+                weight = w if weight is None else cx.op("ik.mul", weight, w)
+            if ok is not None:
+                valid = ok if valid is None else cx.op("ik.and", valid, ok)
+        flat = cx.op("ik.broadcast", cx.op("ik.reshape", flat, shape=(n_b, 1, p)), shape=(n_b, c, p))
+        val = cx.op("ik.gather_elements", xv, flat, axis=2)
+        if val.type.dtype is not f:
+            val = cx.op("ik.cast", val, to=f)
+        if valid is not None:
+            val = cx.op("ik.where", cx.op("ik.reshape", valid, shape=(n_b, 1, p)), val, s(0.0))
+        if weight is not None:
+            val = cx.op("ik.mul", val, cx.op("ik.reshape", weight, shape=(n_b, 1, p)))
+        acc = val if acc is None else cx.op("ik.add", acc, val)
+    assert acc is not None
+    y = cx.op("ik.reshape", acc, shape=(n_b, c, *out_sp))
+    if x.dtype is not f:
+        y = cx.op("ik.cast", y, to=x.dtype)
+    return [OT.of(y)]
+
+
+def _slice_last(cx: Emitter, v: Value, i: int) -> Value:
+    shape = v.type.shape
+    r = len(shape)
+    part = cx.op("ik.slice", v, start=(0,) * (r - 1) + (i,), limit=tuple(shape[:-1]) + (i + 1,))
+    return cx.op("ik.reshape", part, shape=tuple(shape[:-1]))
+
+
+@converter("Col2Im")
+def _col2im(cx: Emitter, node: Node) -> list[OT | None]:
+    x = node.req(0)
+    img = cx.ints(node.req(1, "image_shape"), node, "image_shape")
+    blk = cx.ints(node.req(2, "block_shape"), node, "block_shape")
+    nd = len(img)
+    dil = [int(v) for v in node.attr("dilations", [1] * nd)]
+    pads = [int(v) for v in node.attr("pads", [0] * (2 * nd))]
+    st = [int(v) for v in node.attr("strides", [1] * nd)]
+    n_b, ck, n_l = x.shape
+    if not isinstance(ck, int) or not isinstance(n_l, int):
+        raise Unsupported("Col2Im over dynamic dims")
+    k = int(np.prod(blk))
+    c = ck // k
+    counts = [(img[i] + pads[i] + pads[nd + i] - dil[i] * (blk[i] - 1) - 1) // st[i] + 1 for i in range(nd)]
+    if int(np.prod(counts)) != n_l or c * k != ck:
+        raise FrontendError(f"node '{node.name}' (Col2Im): input {list(x.shape)} does not fit image {img}, "
+                            f"block {blk}")
+    # Where each column element lands in the flat image (prod(img) = a dropped slot for padding).
+    kk = np.stack(np.meshgrid(*[np.arange(b) for b in blk], indexing="ij"), -1).reshape(k, nd)
+    ll = np.stack(np.meshgrid(*[np.arange(n) for n in counts], indexing="ij"), -1).reshape(n_l, nd)
+    pos = ll[None, :, :] * np.array(st) - np.array(pads[:nd]) + kk[:, None, :] * np.array(dil)  # [k, L, nd]
+    inside = np.all((pos >= 0) & (pos < np.array(img)), axis=-1)
+    flat = np.ravel_multi_index(tuple(np.clip(pos, 0, np.array(img) - 1).transpose(2, 0, 1)), tuple(img))
+    total = int(np.prod(img))
+    flat = np.where(inside, flat, total).reshape(1, 1, k * n_l)
+    idx = np.ascontiguousarray(np.broadcast_to(flat, (1, c, k * n_l)))
+    nb = n_b if isinstance(n_b, int) else None
+    if nb is None:
+        raise Unsupported("Col2Im over a dynamic batch")
+    idx = np.ascontiguousarray(np.broadcast_to(idx, (nb, c, k * n_l)))
+    upd = cx.op("ik.reshape", cx.ir(x), shape=(nb, c, k * n_l))
+    zeros = cx.op("ik.broadcast", cx.scalar(0.0, x.dtype), shape=(nb, c, total + 1))
+    y = cx.op("ik.scatter_elements", zeros, cx.constant(idx.astype(np.int64), DType.i64), upd, axis=2,
+              reduction="add")
+    y = cx.op("ik.slice", y, start=(0, 0, 0), limit=(nb, c, total))
+    return [OT.of(cx.op("ik.reshape", y, shape=(nb, c, *img)))]

@@ -227,11 +227,26 @@ def _einsum_terms(node: Node, eq: str, ranks: list[int]) -> tuple[list[str], str
 def _einsum(cx: Emitter, node: Node) -> list[OT | None]:
     xs = [t for t in node.inputs if t is not None]
     terms, out = _einsum_terms(node, str(node.attr("equation", "")), [t.rank for t in xs])
-    for t in terms:
-        if len(set(t)) != len(t):
-            raise Unsupported(f"Einsum with a repeated index in one operand ('{t}', a diagonal)")
     dt = cx.same_dtype(node, *xs)
     vals = [cx.ir(x) for x in xs]
+    for j, t in enumerate(terms):
+        # A repeated index ('ii') is a diagonal: keep where the two positions agree, sum the second away.
+        while len(set(t)) != len(t):
+            c = next(ch for ch in t if t.count(ch) > 1)
+            p, q = t.index(c), t.index(c, t.index(c) + 1)
+            v = vals[j]
+            shape = v.type.shape
+            if shape[p] != shape[q] or not isinstance(shape[p], int):
+                raise FrontendError(f"node '{node.name}' (Einsum): '{c}' indexes dims of sizes {shape[p]} and "
+                                    f"{shape[q]}")
+            eq_shape = [1] * len(shape)
+            eq_shape[p] = eq_shape[q] = shape[p]
+            a = cx.op("ik.iota", shape=tuple(eq_shape), axis=p, dtype=DType.i64)
+            b = cx.op("ik.iota", shape=tuple(eq_shape), axis=q, dtype=DType.i64)
+            v = cx.op("ik.where", cx.op("ik.eq", a, b), v, cx.scalar(0, dt))
+            vals[j] = cx.op("ik.reduce_sum", v, axes=(q,), keepdims=False)
+            t = t[:q] + t[q + 1:]
+        terms[j] = t
 
     def reduce_private(v: Value, t: str, others: str) -> tuple[Value, str]:
         # Letters only this operand has and the output lacks are summed away first.

@@ -444,6 +444,8 @@ class _Importer:
             out_specs = list(sig.output_specs)
             for i, o in enumerate(flat):
                 kind = out_specs[i].kind if i < len(out_specs) else OutputKind.USER_OUTPUT
+                if kind == OutputKind.TOKEN:
+                    continue  # effect tokens order side effects; the IR has none
                 if kind != OutputKind.USER_OUTPUT:
                     self.unsupported.add(f"output kind {kind.name} (the program mutates "
                                          f"{out_specs[i].target})", node_location(output_node))
@@ -476,6 +478,8 @@ class _Importer:
                 t = ep.constants.get(target)
         elif spec.kind == InputKind.CONSTANT_TENSOR:
             t = ep.constants.get(target)
+        elif spec.kind == InputKind.TOKEN:
+            return None  # an effect token: only orders side effects
         else:
             self.unsupported.add(f"input kind {spec.kind.name} ({target})", loc)
             return FAILED
@@ -570,6 +574,10 @@ class _Importer:
             if t is not None:
                 conv = self.converters.get(op_key(t)) or self.converters.get(_packet_key(t))
                 twin = t if conv is not None else None
+        if conv is None and op_key(target).startswith("prims."):
+            # A prim left by torch's reference decompositions (prims.hypot) has the
+            # schema of the ATen op of its name: that op's converter reads it as well.
+            conv = self.converters.get("aten." + op_key(target).split(".")[1])
         try:
             _CONV_CACHE[target] = (conv, twin)
         except TypeError:

@@ -48,7 +48,7 @@ def conv(*names: str) -> Callable[[Converter], Converter]:
 
     def deco(fn: Converter) -> Converter:
         for n in names:
-            key = n if "." in n and n.split(".")[0] in ("aten", "operator", "torch", "higher_order") \
+            key = n if "." in n and n.split(".")[0] in ("aten", "prims", "operator", "torch", "higher_order") \
                 else f"aten.{n}"
             CONVERTERS[key] = fn
         return fn
@@ -282,6 +282,23 @@ def _atan2(cx: Cx, a: dict) -> Any:
     dt = _float_dtype(cx)
     x, y = _binary_operands(cx, a["self"], a["other"], dt)
     return cx.b.atan2(x, y)
+
+
+@conv("hypot")
+def _hypot(cx: Cx, a: dict) -> Any:
+    # sqrt(x^2 + y^2) with the larger magnitude factored out, so squares neither
+    # overflow nor underflow: m * sqrt(1 + (n/m)^2), 0 where both are 0.
+    dt = _float_dtype(cx)
+    x, y = _binary_operands(cx, a["self"], a["other"], dt)
+    ax, ay = cx.b.abs(x), cx.b.abs(y)
+    m, n = cx.b.max(ax, ay), cx.b.min(ax, ay)
+    zero = cx.tensor(0.0, dt)
+    safe = cx.b.where(cx.b.eq(m, zero), cx.tensor(1.0, dt), m)
+    q = cx.b.div(n, safe)
+    r = cx.b.mul(m, cx.b.sqrt(cx.b.add(cx.tensor(1.0, dt), cx.b.mul(q, q))))
+    # An infinite operand gives inf even when the other is NaN (C99 hypot).
+    inf = cx.b.create("ik.or", [cx.b.isinf(x), cx.b.isinf(y)]).results[0]
+    return cx.b.where(inf, cx.tensor(float("inf"), dt), r)
 
 
 @conv("nextafter")
@@ -715,6 +732,45 @@ conv("cumsum")(_scan("cumsum"))
 conv("cumprod")(_scan("cumprod"))
 conv("cummax")(_scan("cummax"))
 conv("cummin")(_scan("cummin"))
+
+
+@conv("logcumsumexp")
+def _logcumsumexp(cx: Cx, a: dict) -> Any:
+    # log(cumsum(exp(x - m))) + m with m the max along the axis (0 where it is not finite).
+    dt = _float_dtype(cx)
+    x = cx.cast(_require(a["self"], "input"), dt)
+    if x.type.rank == 0:
+        return x
+    ax = _axis(a["dim"], x.type.rank)
+    m = cx.b.reduce_max(x, axes=(ax,), keepdims=True)
+    m = cx.b.where(cx.b.isfinite(m), m, cx.tensor(0.0, dt))
+    s = cx.b.cumsum(cx.b.exp(cx.b.sub(x, m)), axis=ax)
+    return cx.b.add(cx.b.log(s), m)
+
+
+# prims that torch's reference decompositions (torch._refs) leave behind
+@conv("prims.abs.default")
+def _prims_abs(cx: Cx, a: dict) -> Any:
+    return cx.b.abs(_require(a["self"], "input"))
+
+
+@conv("prims.neg.default")
+def _prims_neg(cx: Cx, a: dict) -> Any:
+    return cx.b.neg(_require(a["self"], "input"))
+
+
+@conv("prims.signbit.default")
+def _prims_signbit(cx: Cx, a: dict) -> Any:
+    # The sign bit, -0.0 and negative NaNs included: copysign(1, x) < 0 without copysign;
+    # 1/x is -inf for -0.0.
+    x = _require(a["self"], "input")
+    if not x.dtype.is_float:
+        return cx.b.lt(x, cx.tensor(0, x.dtype))
+    zero = cx.tensor(0.0, x.dtype)
+    neg = cx.b.lt(x, zero)
+    negzero = _and(cx, cx.b.eq(x, zero), cx.b.lt(cx.b.reciprocal(x), zero))
+    # torch's meta of this prim says the input's dtype (the refs only use it as a condition).
+    return cx.cast(cx.b.create("ik.or", [neg, negzero]).results[0], cx.out_dtype)
 
 
 # ---------------------------------------------------------------------------
@@ -1379,6 +1435,14 @@ def _fill(cx: Cx, a: dict) -> Any:
 @conv("scalar_tensor")
 def _scalar_tensor(cx: Cx, a: dict) -> Any:
     return cx.tensor(a["s"], cx.out_dtype)
+
+
+@conv("eye", "eye.m")
+def _eye(cx: Cx, a: dict) -> Any:
+    out = cx.out_type()
+    rows = cx.b.iota(shape=out.shape, axis=0, dtype=DType.i64)
+    cols = cx.b.iota(shape=out.shape, axis=1, dtype=DType.i64)
+    return cx.cast(cx.b.eq(rows, cols), out.dtype)
 
 
 @conv("arange")

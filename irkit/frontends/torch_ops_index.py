@@ -167,9 +167,23 @@ def _broadcast_indices(cx: Cx, x: Value, indices: list[Any]) -> tuple[list[int],
         ts.append(_i64(cx, t))
     shape: tuple[Dim, ...] = ()
     for t in ts:
-        shape = np.broadcast_shapes(tuple(_static(d, "index size") for d in shape),
-                                    tuple(_static(d, "index size") for d in t.shape))
+        shape = _broadcast_shape(shape, t.shape)
     return pos, [cx.broadcast(t, tuple(shape)) for t in ts]
+
+
+def _broadcast_shape(x: tuple[Dim, ...], y: tuple[Dim, ...]) -> tuple[Dim, ...]:
+    """NumPy broadcasting of two shapes whose dims may be symbolic."""
+    n = max(len(x), len(y))
+    x, y = (1,) * (n - len(x)) + tuple(x), (1,) * (n - len(y)) + tuple(y)
+    out: list[Dim] = []
+    for a, b in zip(x, y):
+        if a == b or b == 1:
+            out.append(a)
+        elif a == 1:
+            out.append(b)
+        else:
+            raise Unsupported(f"index shapes {x} and {y} do not broadcast")
+    return tuple(out)
 
 
 @conv("index_put", "_unsafe_index_put", "index_put_")
@@ -546,7 +560,55 @@ def _broadcast_tensors(cx: Cx, a: dict) -> Any:
     return tuple(cx.broadcast(t, cx.out_type(i).shape) for i, t in enumerate(ts))
 
 
-@conv("nonzero", "nonzero_static", "argwhere", "masked_select", "unique", "_unique", "_unique2",
+@conv("histc")
+def _histc(cx: Cx, a: dict) -> Any:
+    # Bin i counts lo + i*w <= x < lo + (i+1)*w (the last bin includes hi); values outside
+    # [lo, hi] are ignored.  A one-hot compare against every bin and a sum: static size.
+    x = _require(a["self"], "input")
+    dt = x.dtype
+    bins = int(a.get("bins", 100))
+    lo, hi = float(a.get("min", 0) or 0), float(a.get("max", 0) or 0)
+    flat = cx.reshape(x, (dim_prod(x.shape),))
+    if lo == hi:
+        if lo != 0 or hi != 0:
+            lo, hi = lo - 1, hi + 1  # torch widens a degenerate range by 1 each way
+            lo_v, hi_v = cx.tensor(lo, dt), cx.tensor(hi, dt)
+        else:
+            lo_v = cx.b.reduce_min(flat, axes=(0,), keepdims=False)
+            hi_v = cx.b.reduce_max(flat, axes=(0,), keepdims=False)
+            same = cx.b.eq(lo_v, hi_v)
+            lo_v = cx.b.where(same, cx.b.sub(lo_v, cx.tensor(1.0, dt)), lo_v)
+            hi_v = cx.b.where(same, cx.b.add(hi_v, cx.tensor(1.0, dt)), hi_v)
+    else:
+        lo_v, hi_v = cx.tensor(lo, dt), cx.tensor(hi, dt)
+    pos = cx.b.div(cx.b.mul(cx.b.sub(flat, lo_v), cx.tensor(float(bins), dt)), cx.b.sub(hi_v, lo_v))
+    idx = cx.b.min(cx.cast(cx.b.floor(pos), DType.i64), cx.tensor(bins - 1, DType.i64))
+    inside = _and2(cx, cx.b.ge(flat, lo_v), cx.b.le(flat, hi_v))
+    idx = cx.b.where(inside, idx, cx.tensor(-1, DType.i64))
+    onehot = cx.b.eq(cx.reshape(idx, idx.shape + (1,)), cx.b.iota(shape=(1, bins), axis=1, dtype=DType.i64))
+    return cx.cast(cx.b.reduce_sum(cx.cast(onehot, dt), axes=(0,), keepdims=False), cx.out_dtype)
+
+
+def _and2(cx: Cx, x: Value, y: Value) -> Value:
+    return cx.b.create("ik.and", [x, y]).results[0]
+
+
+@conv("meshgrid", "meshgrid.indexing")
+def _meshgrid(cx: Cx, a: dict) -> Any:
+    ts = [_require(t, "tensor") for t in a["tensors"]]
+    xy = a.get("indexing") == "xy" and len(ts) >= 2
+    out = []
+    for i, t in enumerate(ts):
+        shape = cx.out_type(i).shape
+        pos = i
+        if xy and i < 2:
+            pos = 1 - i  # 'xy' swaps the first two output dims
+        v = cx.reshape(t, tuple(shape[j] if j == pos else 1 for j in range(len(shape))))
+        out.append(cx.broadcast(v, shape))
+    return tuple(out)
+
+
+@conv("nonzero", "argwhere", "masked_select", "_unique", "_unique2",
       "unique_dim", "unique_consecutive", "nonzero_numpy", "_local_scalar_dense", "item")
 def _data_dependent(cx: Cx, a: dict) -> Any:
     name = _opname(cx)

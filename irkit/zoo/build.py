@@ -70,6 +70,8 @@ def make_config(arch: Arch, size: Size = "toy", attn: str | None = None) -> Any:
     import transformers
 
     _check_size(size)
+    if attn not in (None, "eager", "sdpa"):
+        raise ZooError(f"unknown attention implementation '{attn}' (expected eager or sdpa)")
     cls = getattr(transformers, arch.config_class, None)
     if cls is None:
         raise ZooError(f"zoo '{arch.name}': transformers {transformers.__version__} has no {arch.config_class}")
@@ -80,12 +82,9 @@ def make_config(arch: Arch, size: Size = "toy", attn: str | None = None) -> Any:
         return cls(**kwargs)
 
 
-def _forward_class(input_names: tuple[str, ...]) -> type:
-    return _forward_class_cached(input_names)
-
-
 @functools.cache
-def _forward_class_cached(input_names: tuple[str, ...]) -> type:
+def _forward_class(input_names: tuple[str, ...]) -> type:
+    """A ``ZooModel`` subclass whose ``forward`` parameters are ``input_names``."""
     for n in input_names:
         if not n.isidentifier():
             raise ZooError(f"input name '{n}' is not an identifier")

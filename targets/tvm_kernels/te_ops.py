@@ -85,14 +85,14 @@ def broadcast_map(f: Callable[..., PrimExpr], *ts: Tensor, name: str = "bcast") 
 
 def nan_max(a: PrimExpr, b: PrimExpr, floating: bool | None = None) -> PrimExpr:
     """``np.maximum``: NaN if either is NaN (``tirx.max`` is LLVM's NaN-dropping maxnum)."""
-    if not (is_floatdtype_of(b) if floating is None else floating):
+    if not (is_float(dtype_of(b)) if floating is None else floating):
         return tirx.max(a, b)
     return tirx.Select(tirx.isnan(a) | (a > b), a, b)
 
 
 def nan_min(a: PrimExpr, b: PrimExpr, floating: bool | None = None) -> PrimExpr:
     """``np.minimum``: NaN if either is NaN."""
-    if not (is_floatdtype_of(b) if floating is None else floating):
+    if not (is_float(dtype_of(b)) if floating is None else floating):
         return tirx.min(a, b)
     return tirx.Select(tirx.isnan(a) | (a < b), a, b)
 
@@ -122,7 +122,7 @@ def _reducer(kind: str, dtype: str) -> Any:
 
 def reduce(x: Tensor, kind: str, axes: Sequence[int], keepdims: bool) -> Tensor:
     """sum / prod / max / min over ``axes``; max and min propagate NaN like NumPy."""
-    if kind in ("sum", "prod") or not is_floatdtype_of(x):
+    if kind in ("sum", "prod") or not is_float(dtype_of(x)):
         fn = {"sum": topi.sum, "prod": topi.prod, "max": topi.max, "min": topi.min}[kind]
         return fn(x, axis=list(axes), keepdims=keepdims)
     shape = ints(x.shape)
@@ -150,7 +150,7 @@ def arg_reduce(x: Tensor, axis: int, keepdims: bool, largest: bool, last: bool) 
     (the last with ``last``, ONNX ``select_last_index``)."""
     shape = ints(x.shape)
     k = te.reduce_axis((0, shape[axis]), "k")
-    f = is_floatdtype_of(x)
+    f = is_float(dtype_of(x))
 
     def better(v: PrimExpr, w: PrimExpr) -> PrimExpr:
         strict = v > w if largest else v < w
@@ -269,20 +269,34 @@ def shift(x: PrimExpr, y: PrimExpr, kind: str) -> PrimExpr:
     raise ValueError(f"unknown shift {kind!r}")
 
 
-def int_pow(x: PrimExpr, y: PrimExpr) -> PrimExpr:
-    """Integer power by binary exponentiation over every bit of the exponent, wrapping like
-    NumPy's (TIR's ``power`` is float only).  A negative exponent (an error in NumPy) gives 0."""
-    dt = dtype_of(x)
+def int_pow(x: Tensor, y: Tensor) -> Tensor:
+    """Integer power of broadcast tensors by binary exponentiation over every bit of the
+    exponent, wrapping like NumPy's (TIR's ``power`` is float only); a negative exponent (an
+    error in NumPy) gives 0.  One TE stage per bit: as one expression the squared base would
+    be a tree of 2**bits nodes."""
+    dt = str(x.dtype)
     nbits = bits_of(dt)
     one, zero = const(1, dt), const(0, dt)
-    result, base = one, x
+    base = broadcast_map(lambda a, b: a, x, y, name="pow_base")
+    expo = broadcast_map(lambda a, b: b, x, y, name="pow_exp")
+    result = te.compute(base.shape, lambda *i: one, name="pow_r")
+
+    def multiply(r: Tensor, b: Tensor, k: int) -> Tensor:
+        def body(*i: Any) -> PrimExpr:
+            bit = tirx.bitwise_and(tirx.shift_right(expo[i], const(k, dt)), one) == one
+            return r[i] * tirx.Select(bit, b[i], one)
+        return te.compute(b.shape, body, name=f"pow_r{k}")
+
+    def square(b: Tensor, k: int) -> Tensor:
+        return te.compute(b.shape, lambda *i: b[i] * b[i], name=f"pow_b{k}")
+
     for k in range(nbits):
-        bit = tirx.bitwise_and(tirx.shift_right(y, const(k, dt)), one) == one
-        result = tirx.Select(bit, result * base, result)
-        base = base * base
-    if not dt.startswith("uint"):
-        result = tirx.Select(y < zero, zero, result)
-    return result
+        result = multiply(result, base, k)
+        if k + 1 < nbits:
+            base = square(base, k)
+    if dt.startswith("uint"):
+        return result
+    return te.compute(result.shape, lambda *i: tirx.Select(expo[i] < zero, zero, result[i]), name="pow")
 
 
 def sign(x: PrimExpr) -> PrimExpr:
@@ -356,12 +370,15 @@ def erfinv(x: PrimExpr) -> PrimExpr:
 
 def lgamma(x: PrimExpr) -> PrimExpr:
     """log|Γ(x)| from the C math library (libm on CPU, CUDA's device library on GPUs)."""
-    return tirx.Cast(dtype_of(x), tirx.call_pure_extern("float64", "lgamma", _f64(x)))
+    d = _f64(x)
+    r = tirx.call_pure_extern("float64", "lgamma", d)
+    # SciPy's gammaln (the reference) gives -inf at -inf, the C library +inf
+    return tirx.Cast(dtype_of(x), tirx.Select(d == const(-math.inf, "float64"), d, r))
 
 
 def digamma(x: PrimExpr) -> PrimExpr:
     """ψ(x): reflection below 0.5, recurrence up to 6, then the asymptotic series (float64,
-    error ~1e-12); -inf at 0 and NaN at the negative integers, like SciPy."""
+    error ~1e-12); ∓inf at ±0 and NaN at the negative integers, like SciPy."""
     c = lambda v: const(v, "float64")
     d = _f64(x)
     refl = d < c(0.5)
@@ -378,8 +395,26 @@ def digamma(x: PrimExpr) -> PrimExpr:
     psi = tirx.log(z) - c(0.5) / z + series * z2 - acc
     psi = tirx.Select(refl, psi - c(math.pi) / tirx.tan(c(math.pi) * d), psi)
     pole = (d <= c(0.0)) & (tirx.floor(d) == d)
-    psi = tirx.Select(pole, tirx.Select(d == c(0.0), c(-math.inf), c(math.nan)), psi)
+    psi = tirx.Select(pole, tirx.Select(d == c(0.0), c(-1.0) / d, c(math.nan)), psi)  # ψ(±0) = ∓inf
     return tirx.Cast(dtype_of(x), psi)
+
+
+def nextafter(x: PrimExpr, y: PrimExpr) -> PrimExpr:
+    """The next representable value after ``x`` towards ``y``: the C library's for float and
+    double; for half types a step of one in the bit pattern (C has no half nextafter)."""
+    dt = dtype_of(x)
+    if dt not in ("float16", "bfloat16"):
+        return tirx.nextafter(x, y)
+    it = "int16"
+    b = tirx.reinterpret(it, x)
+    zero = const(0.0, dt)
+    one = tirx.const(1, it)
+    away = tirx.Not(_differ(y > x, x > zero))  # moving away from zero: the magnitude grows
+    step = tirx.reinterpret(dt, tirx.Select(away, b + one, b - one))
+    tiny = tirx.Select(y > zero, tirx.reinterpret(dt, tirx.const(1, it)), tirx.reinterpret(dt, tirx.const(-32767, it)))
+    r = tirx.Select(x == zero, tiny, step)
+    r = tirx.Select(x == y, y, r)
+    return tirx.Select(tirx.isnan(x) | tirx.isnan(y), x + y, r)
 
 
 def round_half_even(x: PrimExpr) -> PrimExpr:
@@ -525,9 +560,9 @@ def scan(x: Tensor, kind: str, axis: int, reverse: bool, exclusive: bool, gpu: b
         r = mod.cumprod(y, axis, dtype_of(x), exclusive)
     else:
         scanop = topi.gpu.scan.scanop if gpu else topi.scan.scanop
-        f = is_floatdtype_of(x)
-        binop, ident = ((lambda a, b: nan_max(a, b, f)), lowestdtype_of(x)) if kind == "max" else \
-            ((lambda a, b: nan_min(a, b, f)), highestdtype_of(x))
+        f = is_float(dtype_of(x))
+        binop, ident = ((lambda a, b: nan_max(a, b, f)), lowest(dtype_of(x))) if kind == "max" else \
+            ((lambda a, b: nan_min(a, b, f)), highest(dtype_of(x)))
         r = scanop(y, binop, ident, f"cum{kind}", axis, dtype_of(x), exclusive)
     return topi.flip(r, axis) if reverse else r
 

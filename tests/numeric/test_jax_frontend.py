@@ -492,3 +492,162 @@ def test_hlo_text_of_an_example_model() -> None:
     fn, args = load_example("gpt2_tiny")
     m = import_hlo(jax.jit(fn).lower(*args).as_text(dialect="hlo"))
     assert_matches(m, fn, random_like(args, 0), "gpt2 via HLO text")
+
+
+# ---------------------------------------------------------------------------
+# indexing, scatter, sorting, scans and windows (what jax.numpy and jax.nn emit)
+
+
+def _both_paths(f: Callable[..., Any], args: Sequence[Any], hlo: bool = True) -> list[tuple[str, Module]]:
+    """The function through the jaxpr, its StableHLO text and (with ``hlo``) its HLO text."""
+    out = [("jaxpr", import_jax(f, args)), ("stablehlo", import_stablehlo(stablehlo_text(f, args)))]
+    if hlo:
+        out.append(("hlo", import_hlo(jax.jit(f).lower(*args).as_text(dialect="hlo"))))
+    return out
+
+
+def test_numpy_indexing_and_scatter() -> None:
+    """jnp.take (fill mode), take_along_axis, advanced indexing, x.at[...] updates (drop mode for
+    out-of-range indices, duplicates accumulate), one_hot: general gathers and scatters."""
+    def f(x: Any, ids: Any, y: Any) -> Any:
+        return (
+            jnp.take(x, ids, axis=0),                              # negative ids wrap; out of range fill NaN
+            jnp.take(x, ids, axis=1, mode="clip"),
+            jnp.take_along_axis(x, jnp.argsort(x, axis=1), axis=1),
+            x[jnp.array([[0, 2], [1, 1]]), 1:],
+            x[ids[:2], ids[1:3] % 5],
+            x.at[ids].set(y),
+            x.at[ids].add(y),                                      # duplicates accumulate
+            x.at[:, 1].multiply(2.0),
+            x.at[ids[:2], 3].max(y[:2, 0]),
+            x.at[ids].min(y, mode="clip"),
+            jax.nn.one_hot(ids, 7),
+        )
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4, 5)).astype(np.float32)
+    ids = np.array([1, -1, 3, 1, 9, 2], np.int32)
+    y = rng.standard_normal((6, 5)).astype(np.float32)
+    for path, m in _both_paths(f, (x, ids, y)):
+        names = op_names(m)
+        assert "ik.scatter_nd" in names and ("ik.gather_nd" in names or "ik.gather_elements" in names), path
+        for seed in SEEDS:
+            xs = random_like((x, ids, y), seed)
+            xs[1] = ids if seed == 0 else np.random.default_rng(seed).integers(-6, 8, size=6).astype(np.int32)
+            assert_matches(m, f, xs, f"indexing via {path}, seed {seed}")
+
+
+def test_sorting_top_k_and_scans() -> None:
+    def f(x: Any, k: Any) -> Any:
+        return (
+            jnp.sort(x, axis=1), jnp.argsort(x, axis=0), jnp.argsort(-x, axis=1, descending=True),
+            jax.lax.sort((k, x), num_keys=1, dimension=1)[1], jax.lax.sort((k, -k, x), num_keys=2)[2],
+            *jax.lax.top_k(x, 3), jnp.cumsum(x, axis=1), jnp.cumprod(x, axis=0),
+            jax.lax.cummax(x, axis=1, reverse=True), jax.lax.cummin(k, axis=0), jax.lax.cumlogsumexp(x, axis=1),
+        )
+
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((4, 6)).astype(np.float32)
+    k = rng.integers(0, 3, size=(4, 6)).astype(np.int32)  # ties: a stable sort keeps index order
+    for path, m in _both_paths(f, (x, k)):
+        assert "ik.sort" in op_names(m) and "ik.topk" in op_names(m), path
+        for seed in SEEDS:
+            xs = random_like((x, k), seed)
+            xs[1] = np.random.default_rng(seed).integers(0, 3, size=(4, 6)).astype(np.int32)
+            assert_matches(m, f, xs, f"sorting via {path}, seed {seed}")
+
+
+def test_windows_padding_and_rounding() -> None:
+    def f(x: Any) -> Any:
+        x4 = x[None, None]
+        return (
+            jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, (2, 3), (1, 2), ((1, 0), (1, 1))),
+            jax.lax.reduce_window(x, 0.0, jax.lax.add, (2, 2), (1, 1), "VALID", base_dilation=(2, 1)),
+            jax.lax.reduce_window(x, 1.0, jax.lax.mul, (2, 2), (1, 1), "SAME"),
+            jax.lax.reduce_window(x, 0.5, jax.lax.min, (1, 3), (1, 1), ((0, 0), (-1, 2)), window_dilation=(1, 2)),
+            jax.lax.pad(x, 0.5, ((1, -1, 1), (-2, 1, 2))),
+            jnp.pad(x, ((1, 2), (2, 1)), mode="reflect"), jnp.pad(x, 2, mode="edge"), jnp.pad(x, 1, mode="wrap"),
+            jax.lax.rev(x, (0, 1)), jax.lax.round(x * 0.5, jax.lax.RoundingMethod.AWAY_FROM_ZERO),
+            jax.lax.round(x * 0.5, jax.lax.RoundingMethod.TO_NEAREST_EVEN), jnp.round(x * 3.0),
+            jax.lax.reduce_window(x4, 0.0, jax.lax.add, (1, 1, 2, 2), (1, 1, 2, 2), "VALID") / 4.0,
+        )
+
+    x = np.random.default_rng(2).standard_normal((5, 6)).astype(np.float32)
+    for path, m in _both_paths(f, (x,)):
+        assert "ik.reduce_window" in op_names(m), path
+        for seed in SEEDS:
+            xs = random_like((x,), seed)
+            if seed == 0:
+                xs[0] = np.arange(30, dtype=np.float32).reshape(5, 6) - 15.0  # exact halves after * 0.5
+            assert_matches(m, f, xs, f"windows via {path}, seed {seed}")
+
+
+def test_integer_bit_ops_and_special_functions() -> None:
+    def f(a: Any, b: Any, x: Any) -> Any:
+        s = b % 35
+        return (
+            a & b, a | b, a ^ b, ~a, jax.lax.shift_left(a, s), jax.lax.shift_right_logical(a, s),
+            jax.lax.shift_right_arithmetic(a, s), jax.lax.population_count(a), jax.lax.clz(a),
+            jnp.maximum(a > 0, b > 3), a.astype(jnp.uint8), (a * 1000).astype(jnp.int16), a.astype(jnp.uint32) >> 3,
+            jnp.arctan2(x, x[::-1]), jnp.cbrt(x), jnp.arcsinh(x), jnp.arctan(x), jnp.sinh(x), jnp.cosh(x),
+            jnp.arcsin(jnp.tanh(x)), jnp.arccos(jnp.tanh(x)), jnp.arctanh(jnp.tanh(x) * 0.9),
+            jnp.arccosh(1.0 + x * x), jax.lax.erf_inv(jnp.tanh(x) * 0.9), jax.lax.lgamma(x * x + 0.5),
+            jax.lax.digamma(x * x + 0.5), jnp.nextafter(x, x + 1.0), jnp.isinf(x / (x - x[0])),
+            jnp.floor_divide(a, b + 1), a % (b + 1),
+        )
+
+    rng = np.random.default_rng(3)
+    args = (rng.integers(-2**30, 2**30, size=(3, 4)).astype(np.int32), rng.integers(0, 40, size=(3, 4)).astype(np.int32),
+            rng.standard_normal((3, 4)).astype(np.float32))
+    # XLA's HLO text spells nextafter with bitcasts, which irkit refuses; the other two paths take it.
+    for path, m in _both_paths(f, args, hlo=False):
+        for seed in SEEDS:
+            g = np.random.default_rng(seed)
+            xs = [g.integers(-2**30, 2**30, size=(3, 4)).astype(np.int32), g.integers(0, 40, size=(3, 4)).astype(np.int32),
+                  g.standard_normal((3, 4)).astype(np.float32)]
+            assert_matches(m, f, xs, f"bit ops via {path}, seed {seed}")
+
+
+def test_dot_product_attention_and_dynamic_updates() -> None:
+    def f(q: Any, k: Any, v: Any, cache: Any, pos: Any) -> Any:
+        att = jax.nn.dot_product_attention(q, k, v, is_causal=True)
+        new_cache = jax.lax.dynamic_update_slice(cache, k[:, :1], (0, pos, 0, 0))
+        window = jax.lax.dynamic_slice(cache, (0, pos, 0, 0), (2, 3, 2, 4))
+        return att, new_cache, window
+
+    rng = np.random.default_rng(4)
+    q, k, v = (rng.standard_normal((2, 5, 2, 4)).astype(np.float32) for _ in range(3))
+    cache = rng.standard_normal((2, 8, 2, 4)).astype(np.float32)
+    for path, m in _both_paths(f, (q, k, v, cache, np.int32(3))):
+        assert "ik.dynamic_update_slice" in op_names(m) and "ik.dynamic_slice" in op_names(m), path
+        for seed, pos in zip(SEEDS, (3, 7, -2)):  # starts past the end or negative clamp, as XLA does
+            xs = random_like((q, k, v, cache), seed) + [np.int32(pos)]
+            assert_matches(m, f, xs, f"attention via {path}, pos {pos}")
+
+
+def test_flax_style_convolutions_and_pooling() -> None:
+    """What flax.linen's Conv (1-D, 3-D, depthwise), ConvTranspose, max_pool and avg_pool emit:
+    ik.conv for the forms ik.conv2d does not cover, ik.reduce_window for pooling."""
+    def f(x1: Any, w1: Any, x3: Any, w3: Any, x2: Any, wt: Any, wd: Any) -> Any:
+        nwc = ("NWC", "WIO", "NWC")
+        ndhwc = ("NDHWC", "DHWIO", "NDHWC")
+        nhwc = ("NHWC", "HWIO", "NHWC")
+        y1 = jax.lax.conv_general_dilated(x1, w1, (2,), "SAME", rhs_dilation=(2,), dimension_numbers=nwc)
+        y3 = jax.lax.conv_general_dilated(x3, w3, (1, 1, 1), "VALID", dimension_numbers=ndhwc)
+        yt = jax.lax.conv_transpose(x2, wt, (2, 2), "SAME", dimension_numbers=nhwc)
+        yd = jax.lax.conv_general_dilated(x2, wd, (1, 1), "SAME", dimension_numbers=nhwc, feature_group_count=3)
+        mx = jax.lax.reduce_window(x2, -jnp.inf, jax.lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+        ones = jnp.ones_like(x2)
+        window = ((0, 0), (1, 1), (1, 1), (0, 0))
+        avg = jax.lax.reduce_window(x2, 0.0, jax.lax.add, (1, 3, 3, 1), (1, 1, 1, 1), window) / \
+            jax.lax.reduce_window(ones, 0.0, jax.lax.add, (1, 3, 3, 1), (1, 1, 1, 1), window)
+        return y1, y3, yt, yd, mx, avg
+
+    rng = np.random.default_rng(5)
+    shapes = [(2, 9, 3), (3, 3, 4), (1, 4, 5, 6, 2), (2, 3, 3, 2, 4), (2, 6, 6, 3), (3, 3, 3, 4), (3, 3, 1, 6)]
+    args = tuple(rng.standard_normal(s).astype(np.float32) for s in shapes)
+    for path, m in _both_paths(f, args):
+        names = op_names(m)
+        assert "ik.conv" in names and "ik.reduce_window" in names, path
+        for seed in SEEDS:
+            assert_matches(m, f, random_like(args, seed), f"flax-style layers via {path}, seed {seed}")

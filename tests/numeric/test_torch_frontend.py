@@ -468,6 +468,61 @@ def test_half_precision(dtype: str) -> None:
     check_numerics(m, model, random_inputs(m.entry, seed=2), f"{dtype} seed 2")
 
 
+class TransformersIndexing(torch.nn.Module):
+    """The index ops real transformers exports keep: a decoder's mask code (``diff`` of
+    the attention mask), a BERT-like encoder's ``gather`` of position ids, and scatters."""
+
+    def forward(self, x: Any, mask: Any, ids: Any) -> Any:
+        starts = torch.diff(mask, dim=-1, prepend=torch.zeros_like(mask[:, :1]))      # aten.diff
+        pos = torch.gather(x, 1, ids.unsqueeze(-1).expand(-1, -1, x.shape[-1]))        # aten.gather
+        acc = torch.zeros_like(x[:, :, 0]).scatter_add(1, ids, x.sum(-1))
+        upd = x.index_put((ids[0] % 2,), x[0] * 2.0, accumulate=True)
+        vals, idx = torch.cummax(x, dim=1)
+        top, ti = torch.topk(x, 3, dim=-1)
+        srt, si = torch.sort(x.flip(1).roll(1, 2), dim=1, descending=True)
+        return starts, pos, acc, upd, vals, idx, top, ti, srt, si, torch.cumsum(mask, -1)
+
+
+class WindowsAndConvs(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(3)
+        self.up = torch.nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2)
+        self.c3 = torch.nn.Conv3d(2, 3, (2, 3, 3), padding=(1, 0, 1), dilation=(1, 2, 1))
+
+    def forward(self, x: Any, v: Any) -> Any:
+        mp, mi = F.max_pool2d(x, 3, stride=2, padding=1, ceil_mode=True, return_indices=True)
+        ap = F.avg_pool2d(x, 3, stride=2, padding=1, ceil_mode=True, count_include_pad=False)
+        ad = F.adaptive_avg_pool2d(x, (3, 2))
+        rp = F.pad(x, (2, 1, 1, 2), mode="reflect") + 0.0
+        return mp, mi, ap, ad, rp, self.up(x), self.c3(v)
+
+
+def test_index_scan_and_sort_ops() -> None:
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(2, 5, 4, generator=g)
+    x[0, 3] = x[0, 1]  # ties for cummax's index and the stable sort
+    mask = torch.tensor([[0, 1, 1, 1, 0], [1, 1, 0, 1, 1]])
+    ids = torch.tensor([[4, 0, 2, 2, 1], [3, 3, 0, 1, 4]])
+    model = TransformersIndexing()
+    m = _import(model, (x, mask, ids))
+    names = op_counts(m)
+    for op in ("ik.gather_elements", "ik.scatter_elements", "ik.scatter_nd", "ik.cummax", "ik.topk", "ik.sort",
+               "ik.reverse", "ik.cumsum"):
+        assert op in names, op
+    check_numerics(m, model, [x.numpy(), mask.numpy(), ids.numpy()], "index ops")
+
+
+def test_pools_pads_and_convolutions() -> None:
+    g = torch.Generator().manual_seed(12)
+    x, v = torch.randn(2, 4, 7, 9, generator=g), torch.randn(1, 2, 4, 8, 6, generator=g)
+    model = WindowsAndConvs()
+    m = _import(model, (x, v))
+    names = op_counts(m)
+    assert names.get("ik.reduce_window", 0) >= 2 and names.get("ik.conv", 0) == 2
+    check_numerics(m, model, [x.numpy(), v.numpy()], "windows")
+
+
 class Regions(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()

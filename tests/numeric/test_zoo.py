@@ -117,14 +117,16 @@ def test_toy_through_pt2_on_interpreter_matches_eager(name: str, tmp_path: Any) 
 def test_factory_imports_with_named_dims() -> None:
     from irkit.frontends.torch_export import import_torch_factory
 
-    module, inputs, dyn, want = _built("llama")
+    module, inputs, dyn, _ = _built("bert")
     m = import_torch_factory(module, inputs, dyn)
-    (arg,) = m.entry.args
-    assert [str(d) for d in arg.type.shape] == ["B", "S"]
+    assert [[str(d) for d in a.type.shape] for a in m.entry.args] == [["B", "S"], ["B", "S"]]
     # A batch and sequence length other than the example's: the symbols really are free.
-    ids = torch.randint(4, 256, (3, 11), generator=torch.Generator().manual_seed(7))
+    g = torch.Generator().manual_seed(7)
+    ids = torch.randint(4, 256, (3, 11), generator=g)
+    mask = torch.ones(3, 11, dtype=torch.long)
+    mask[2, 8:] = 0
     with torch.no_grad():
-        want2 = module(ids).numpy()
-    got = run(m, [ids.numpy()])
-    c = compare(got[0], want2, module_tolerance(m))
+        want = module(ids, mask).numpy()
+    got = run(m, [ids.numpy(), mask.numpy()])
+    c = compare(got[0], want, module_tolerance(m))
     assert c.ok, c.describe()

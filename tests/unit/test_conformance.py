@@ -17,9 +17,9 @@ import pytest
 
 os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
 
-from irkit.conformance import STATUSES, SuiteResult, run_suite  # noqa: E402
-from irkit.conformance.report import render  # noqa: E402
-from irkit.conformance.runner import matches  # noqa: E402
+from irkit.conformance import STATUSES, SuiteResult, run_suite
+from irkit.conformance.report import render
+from irkit.conformance.runner import matches
 
 
 def _rows(res: SuiteResult) -> dict[tuple[str, str], Any]:

@@ -26,13 +26,14 @@ import pytest
 
 os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
 
-from irkit.check import compare_all, module_tolerance  # noqa: E402
-from irkit.conformance.coverage import STRUCTURAL, op_matrix, table_ops  # noqa: E402
-from irkit.interp import run  # noqa: E402
-from irkit.ir.ops import OPS  # noqa: E402
-from irkit.targets.base import TargetUnavailable  # noqa: E402
-from irkit.targets.registry import get_target  # noqa: E402
-from irkit.testing.op_samples import one_op_module, sample_id, samples  # noqa: E402
+from irkit.targets.base import TargetUnavailable
+from irkit.targets.registry import get_target
+
+from irkit.check import compare_all, module_tolerance
+from irkit.conformance.coverage import STRUCTURAL, op_matrix, table_ops
+from irkit.interp import run
+from irkit.ir.ops import OPS
+from irkit.testing.op_samples import one_op_module, sample_id, samples
 
 RUNNABLE = ("reference", "ort", "tvm-llvm", "xla-cpu")
 TVM_DEFAULT = frozenset({

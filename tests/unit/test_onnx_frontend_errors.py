@@ -122,10 +122,48 @@ def test_missing_file_and_directory(tmp_path: Path) -> None:
 
 
 def test_unsupported_opsets(tmp_path: Path) -> None:
-    for opset in (9, 30):
+    for opset in (29, 30):
         m = good_model()
         m.opset_import[0].version = opset
-        expect_error(write(tmp_path, m, f"o{opset}.onnx"), f"opset {opset}")
+        expect_error(write(tmp_path, m, f"o{opset}.onnx"), f"opset {opset}", "up to 28")
+
+
+def test_old_opsets_are_upgraded_by_the_version_converter(tmp_path: Path) -> None:
+    """Opsets 1-6 go through onnx.version_converter; 7 and up import directly."""
+    x = np.linspace(-1.0, 1.0, 8, dtype=np.float32).reshape(2, 4)
+    for opset in (6, 7, 9, 13):
+        m = good_model()
+        m.opset_import[0].version = opset
+        m.ir_version = 7
+        mod = import_onnx(write(tmp_path, m, f"o{opset}.onnx"))
+        from irkit.interp import run
+
+        got = run(mod, [x])[0]
+        w = np.arange(12, dtype=np.float32).reshape(4, 3) / 7.0
+        np.testing.assert_allclose(got, np.maximum(x @ w, 0), rtol=1e-6)
+
+
+def test_out_of_scope_ops_name_the_reason(tmp_path: Path) -> None:
+    body = helper.make_graph([helper.make_node("Identity", ["x"], ["o"])], "b", [], [vi("o", F32, [5])])
+    nodes = [
+        helper.make_node("Greater", ["x", "zero"], ["c0"], name="gt"),
+        helper.make_node("ReduceMax", ["c0"], ["c"], keepdims=0, name="any"),
+        helper.make_node("If", ["c"], ["i"], then_branch=body, else_branch=body, name="runtime_if"),
+        helper.make_node("SequenceEmpty", [], ["s"], name="seq"),
+        helper.make_node("Scaler", ["x"], ["ml"], domain="ai.onnx.ml", name="scaler"),
+        helper.make_node("Det", ["m"], ["d"], name="det"),
+    ]
+    zero = numpy_helper.from_array(np.zeros(5, dtype=np.float32), "zero")
+    m = model_of(nodes, [vi("x", F32, [5]), vi("m", F32, [3, 3])],
+                 [vi("i", F32, None), vi("ml", F32, None), vi("d", F32, None)], [zero])
+    m.opset_import.append(helper.make_opsetid("ai.onnx.ml", 3))
+    expect_error(write(tmp_path, m), "If (control flow is out of scope)", "runtime_if",
+                 "SequenceEmpty (sequences are out of scope)", "ai.onnx.ml::Scaler (ai.onnx.ml", "scaler",
+                 "Det (linear-algebra", kind=UnsupportedOpsError)
+
+
+def test_constants_must_name_graph_inputs(tmp_path: Path) -> None:
+    expect_error(write(tmp_path, good_model()), "constants= names nope", constants={"nope": np.ones(2)})
 
 
 # ---------------------------------------------------------------------------
@@ -321,19 +359,19 @@ def test_unsupported_ops_are_listed_together(tmp_path: Path) -> None:
     k = numpy_helper.from_array(np.array([2], dtype=np.int64), "k")
     nodes = [
         helper.make_node("TopK", ["x", "k"], ["v1", "i1"], name="topk_a"),
-        helper.make_node("Relu", ["v1"], ["r"], name="relu_after_unsupported"),
-        helper.make_node("TopK", ["x", "k"], ["v2", "i2"], name="topk_b"),
+        helper.make_node("Loop", ["", "", "v1"], ["l1"], body=helper.make_graph([], "b", [], []), name="loop_a"),
+        helper.make_node("Relu", ["l1"], ["r"], name="relu_after_unsupported"),
+        helper.make_node("Loop", ["", "", "x"], ["l2"], body=helper.make_graph([], "b", [], []), name="loop_b"),
         helper.make_node("NonZero", ["x"], ["nz"], name="nonzero"),
-        helper.make_node("Pad", ["x", "pads"], ["p"], mode="reflect", name="reflect_pad"),
         helper.make_node("Custom", ["x"], ["c"], domain="my.domain", name="mine"),
-        helper.make_node("Add", ["r", "v2"], ["y"], name="add"),
+        helper.make_node("Add", ["r", "l2"], ["y"], name="add"),
     ]
-    pads = numpy_helper.from_array(np.array([1, 1], dtype=np.int64), "pads")
-    m = model_of(nodes, [vi("x", F32, [5])], [vi("y", F32, None), vi("nz", I64, None), vi("p", F32, None),
-                                               vi("c", F32, None)], [k, pads])
+    m = model_of(nodes, [vi("x", F32, [5])], [vi("y", F32, None), vi("nz", I64, None), vi("c", F32, None)], [k])
     m.opset_import.append(helper.make_opsetid("my.domain", 1))
-    msg = expect_error(write(tmp_path, m), "TopK x2", "topk_a", "topk_b", "NonZero x1", "nonzero",
-                       "my.domain::Custom", "reflect", kind=UnsupportedOpsError)
+    msg = expect_error(write(tmp_path, m), "Loop (control flow is out of scope) x2", "loop_a", "loop_b",
+                       "NonZero", "depends on the data", "nonzero",
+                       "my.domain::Custom", kind=UnsupportedOpsError)
+    assert "TopK" not in msg
     assert "relu_after_unsupported" not in msg  # downstream of an unsupported op: not reported
 
 

@@ -189,3 +189,18 @@ def test_new_integer_dtype_literal_out_of_range_is_a_clear_error() -> None:
     assert "dense<[1, 254]> : tensor<2xui8>" in text
     with pytest.raises(ParseError, match="256 does not fit ui8"):
         parse_module(text.replace("254", "256"))
+
+
+def test_new_integer_dtypes_in_the_sidecar(tmp_path) -> None:
+    f, b = new_function("main", [])
+    dts = (np.uint8, np.uint16, np.uint32, np.uint64, np.int16)
+    b.ret(*[b.constant((np.arange(1, 3001) * 7919).astype(dt)) for dt in dts])
+    m = Module([f])
+    p = tmp_path / "m.mlir"
+    write_module(m, str(p))
+    assert "dense_resource<" in p.read_text()
+    m2 = read_module(str(p))
+    assert print_module(m2) == print_module(m)
+    got = [op.attrs["value"].array for op in m2.entry.walk() if op.name == "ik.constant"]
+    for g, dt in zip(got, dts):
+        np.testing.assert_array_equal(g, (np.arange(1, 3001) * 7919).astype(dt))

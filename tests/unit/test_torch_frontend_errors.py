@@ -376,22 +376,59 @@ def test_bad_example_inputs() -> None:
 
 class Unsupported(torch.nn.Module):
     def forward(self, x: Any) -> Any:
-        a = torch.sort(x, dim=-1).values
-        b = torch.sort(x * 2, dim=0).values
-        c = torch.cumprod(x, dim=-1)
-        return a + b + c + torch.flip(x, dims=[0])
+        # Bessel functions decompose to a prim irkit has no converter for; cholesky is
+        # out of scope (a linear-algebra decomposition).
+        a = torch.special.bessel_j0(x)
+        b = torch.special.bessel_j0(x * 2)
+        c = torch.linalg.cholesky(x @ x.T + 4.0)
+        return a + b + c
 
 
 def test_unsupported_ops_listed_once_with_counts_and_locations() -> None:
     with pytest.raises(UnsupportedOpsError) as ei:
-        import_torch_factory(Unsupported(), (torch.randn(3, 4),))
+        import_torch_factory(Unsupported(), (torch.randn(3, 3),))
     msg = one_line(ei.value)
     e = ei.value
-    assert set(e.ops) == {"aten.sort.default", "aten.cumprod.default", "aten.flip.default"}
-    assert len(e.ops["aten.sort.default"]) == 2
-    assert "aten.sort.default x2" in msg and "aten.cumprod.default x1" in msg
+    # torch's own table decomposed what it could; the error says so and lists the rest.
+    assert "after torch decomposed" in msg and "aten.special_bessel_j0.default" in msg
+    assert set(e.ops) == {"prims.bessel_j0.default", "aten.linalg_cholesky_ex.default"}
+    assert len(e.ops["prims.bessel_j0.default"]) == 2
+    assert "prims.bessel_j0.default x2" in msg and "aten.linalg_cholesky_ex.default x1" in msg
     assert "test_torch_frontend_errors.py:" in msg  # the user's lines, not torch's
-    assert "4 unsupported op(s) of 3 kind(s)" in msg
+    assert "3 unsupported op(s) of 2 kind(s)" in msg
+
+
+class Decomposable(torch.nn.Module):
+    def forward(self, x: Any) -> Any:
+        return torch.nn.functional.elu(x) + torch.hypot(x, x * 0.5)
+
+
+def test_ops_without_a_converter_are_decomposed_by_torch() -> None:
+    # elu has no converter: torch's table decomposes exactly it (hypot has one).
+    x = torch.randn(3, 4)
+    ep = torch.export.export(Decomposable(), (x,))
+    m = import_exported_program(ep)
+    from irkit.interp import run
+
+    got = run(m, [x.numpy()], float64=True)[0]
+    want = Decomposable()(x).double().numpy()
+    assert abs(got - want).max() < 1e-5
+    with pytest.raises(UnsupportedOpsError) as ei:
+        import_exported_program(ep, auto_decompose=False)
+    assert set(ei.value.ops) == {"aten.elu.default"}
+
+
+class DataDependentOps(torch.nn.Module):
+    def forward(self, x: Any) -> Any:
+        return torch.nonzero(x > 0).sum() + torch.masked_select(x, x > 0).sum() + x.sum()
+
+
+def test_data_dependent_ops_are_named_with_the_reason() -> None:
+    with pytest.raises(UnsupportedOpsError) as ei:
+        import_torch_factory(DataDependentOps(), (torch.randn(3, 4),))
+    msg = one_line(ei.value)
+    assert "aten.nonzero.default (nonzero's output size depends on the data" in msg
+    assert "masked_select" in msg and "test_torch_frontend_errors.py:" in msg
 
 
 class ViewInPlace(torch.nn.Module):
@@ -430,10 +467,10 @@ def test_every_converter_names_a_real_aten_op() -> None:
     from irkit.frontends.torch_ops import CONVERTERS
 
     for key in CONVERTERS:
-        if not key.startswith("aten."):
+        if not key.startswith(("aten.", "prims.")):
             continue
         parts = key.split(".")
-        packet = getattr(torch.ops.aten, parts[1], None)
+        packet = getattr(getattr(torch.ops, parts[0]), parts[1], None)
         assert packet is not None, key
         if len(parts) == 3:
             assert parts[2] in packet.overloads(), key
