@@ -326,17 +326,17 @@ def _safe_softmax_guard(sm: Op) -> list[Op] | None:
 
     Two spellings: torch's ``_safe_softmax``, ``where(any(x != -inf, axis), softmax(x), 0)``, and
     the NaN guard torch's ONNX export puts after a masked softmax,
-    ``where(isnan(p), 0, p)`` with ``isnan(p)`` as ``p != p``.
+    ``where(isnan(p), 0, p)`` with ``isnan(p)`` as ``ik.isnan(p)`` or ``p != p``.
     """
     p = sm.results[0]
     users = p.users
-    if len(users) == 2 and len(p.uses) == 3:
-        ne = next((u for u in users if u.name == "ik.ne"), None)
+    if len(users) == 2 and len(p.uses) in (2, 3):
+        nan = next((u for u in users if u.name == "ik.isnan" and len(p.uses) == 2
+                    or u.name == "ik.ne" and len(p.uses) == 3 and u.operand(0) is p and u.operand(1) is p), None)
         w = next((u for u in users if u.name == "ik.where"), None)
-        if ne is not None and w is not None and ne.operand(0) is p and ne.operand(1) is p \
-                and w.operand(0) is ne.results[0] and float_splat(w.operand(1)) == 0.0 and w.operand(2) is p \
-                and len(ne.results[0].uses) == 1:
-            return [ne, w]
+        if nan is not None and w is not None and w.operand(0) is nan.results[0] \
+                and float_splat(w.operand(1)) == 0.0 and w.operand(2) is p and len(nan.results[0].uses) == 1:
+            return [nan, w]
         return None
     if len(p.uses) != 1:
         return None

@@ -244,3 +244,26 @@
   %19 = "ik.matmul"(%18, %v) : (tensor<1x2x6x6xf32>, tensor<1x2x6x8xf32>) -> tensor<1x2x6x8xf32>
   "func.return"(%19) : (tensor<1x2x6x8xf32>) -> ()
 }) {function_type = (tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>) -> tensor<1x2x6x8xf32>, sym_name = "safe_softmax"} : () -> ()
+
+// -----
+
+// The NaN guard of torch's ONNX export, where(isnan(p), 0, p), with IsNaN as ik.isnan, fuses with the softmax.
+// CHECK-LABEL: "func.func"
+// CHECK: "ik.attention"(%q, %k, %v, %m) {scale = 0.125 : f64}
+// CHECK-NOT: "ik.isnan"
+// CHECK-NOT: "ik.softmax"
+"func.func"() ({
+^bb0(%q: tensor<1x2x6x8xf32>, %k: tensor<1x2x6x8xf32>, %v: tensor<1x2x6x8xf32>, %m: tensor<1x1x6x6xi1>):
+  %0 = "ik.transpose"(%k) {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x2x6x8xf32>) -> tensor<1x2x8x6xf32>
+  %1 = "ik.matmul"(%q, %0) : (tensor<1x2x6x8xf32>, tensor<1x2x8x6xf32>) -> tensor<1x2x6x6xf32>
+  %2 = "ik.constant"() {value = dense<0.125> : tensor<f32>} : () -> tensor<f32>
+  %3 = "ik.mul"(%1, %2) : (tensor<1x2x6x6xf32>, tensor<f32>) -> tensor<1x2x6x6xf32>
+  %4 = "ik.constant"() {value = dense<0xFF800000> : tensor<f32>} : () -> tensor<f32>
+  %5 = "ik.where"(%m, %3, %4) : (tensor<1x1x6x6xi1>, tensor<1x2x6x6xf32>, tensor<f32>) -> tensor<1x2x6x6xf32>
+  %6 = "ik.softmax"(%5) {axis = -1 : i64} : (tensor<1x2x6x6xf32>) -> tensor<1x2x6x6xf32>
+  %7 = "ik.isnan"(%6) : (tensor<1x2x6x6xf32>) -> tensor<1x2x6x6xi1>
+  %8 = "ik.constant"() {value = dense<0.0> : tensor<f32>} : () -> tensor<f32>
+  %9 = "ik.where"(%7, %8, %6) : (tensor<1x2x6x6xi1>, tensor<f32>, tensor<1x2x6x6xf32>) -> tensor<1x2x6x6xf32>
+  %10 = "ik.matmul"(%9, %v) : (tensor<1x2x6x6xf32>, tensor<1x2x6x8xf32>) -> tensor<1x2x6x8xf32>
+  "func.return"(%10) : (tensor<1x2x6x8xf32>) -> ()
+}) {function_type = (tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x2x6x8xf32>, tensor<1x1x6x6xi1>) -> tensor<1x2x6x8xf32>, sym_name = "isnan_guard"} : () -> ()
