@@ -107,7 +107,8 @@ class _Lowerer:
             p = relax.Var(a.name or f"arg{i}", relax.TensorType(self.shape(a), _TVM_DTYPE[a.dtype]))
             params.append(p)
             self.env[id(a)] = p
-        with self.bb.function("main", params):
+        # TOPI's GPU scans and sorts read the current target while their TE is built
+        with self.target, self.bb.function("main", params):
             with self.bb.dataflow():
                 for op in fn.body:
                     if op.name == "func.return":

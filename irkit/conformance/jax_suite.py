@@ -18,7 +18,8 @@ in float32 is (within the tolerance plus four times JAX's largest float32 error)
 Out of scope (skip): the linear-algebra decompositions (cholesky, qr, svd,
 eig, eigh, lu, triangular_solve), random-number primitives (random_*,
 rng_bit_generator, threefry's iota_2x32_shape), harnesses with complex
-outputs, and harnesses JAX itself cannot run on this CPU.
+outputs, and harnesses JAX itself cannot run on this CPU.  Not comparable
+(skip): unstable multi-array sorts, where equal keys may come out in any order.
 """
 
 from __future__ import annotations
@@ -77,8 +78,19 @@ def group_scope(group: str) -> str:
     return ""
 
 
+def harness_scope(h: Any) -> str:
+    """'' when harness ``h`` is in scope and comparable, else why not."""
+    why = group_scope(h.group_name)
+    if why:
+        return why
+    if h.group_name == "sort" and h.params.get("is_stable") is False and h.params.get("num_arrays", 1) > 1:
+        # Equal keys may come out in any order, and the other arrays with them: JAX's order is one right answer.
+        return "not comparable: unstable multi-array sort (is_stable=False), the order of equal keys is unspecified"
+    return ""
+
+
 def collect(filter: str | None = None) -> list[Case]:
-    cases = [Case(name, h.group_name, name, group_scope(h.group_name)) for name, h in _harnesses().items()]
+    cases = [Case(name, h.group_name, name, harness_scope(h)) for name, h in _harnesses().items()]
     cases.sort(key=lambda c: c.id)
     return cases
 

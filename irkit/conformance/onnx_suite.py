@@ -159,7 +159,7 @@ def _input_names(model: Any) -> list[str]:
 
 def _plain(dt: np.dtype) -> bool:
     """Whether onnxruntime's Python API takes and returns this dtype as NumPy (not bfloat16, float8, int4...)."""
-    return dt.kind in "biuf" and type(dt).__module__ == "numpy" and dt.name != "float16" or dt == np.float16
+    return dt.kind in "biuf" and type(dt).__module__.startswith("numpy")
 
 
 def run_ort(model_bytes: bytes, names: Sequence[str], inputs: Sequence[np.ndarray],

@@ -66,6 +66,10 @@ def suite_section(res: SuiteResult, top: int = 12) -> list[str]:
              f"peak worker memory {meta.get('peak_rss_mb', '?')} MB.")
     if scope:
         L.append(f"Scope: {scope}.")
+    if meta.get("partial"):
+        L.append("**Partial**: the run was stopped; these are the cases that finished.")
+    if meta.get("rejudged"):
+        L.append(f"Re-judged: {meta['rejudged']}.")
     L.append("")
     L.append("| runner | pass | wrong | refused | crash | skip | in scope | pass % |")
     L.append("|---|---:|---:|---:|---:|---:|---:|---:|")

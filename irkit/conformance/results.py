@@ -106,8 +106,17 @@ class SuiteResult:
                    dict(data.get("meta", {})))
 
     @classmethod
-    def read_json(cls, path: str | Path) -> SuiteResult:
-        return cls.from_json(json.loads(Path(path).read_text()))
+    def read_json(cls, path: str | Path, suite: str = "") -> SuiteResult:
+        """A ``--json`` result; or the ``.partial.jsonl`` rows of a run that was stopped (``suite`` names it,
+        else it is read from the file name)."""
+        p = Path(path)
+        if not p.name.endswith(".jsonl"):
+            return cls.from_json(json.loads(p.read_text()))
+        rows = [CaseResult(**json.loads(line)) for line in p.read_text().splitlines() if line.strip()]
+        name = suite or next((s for s in ("onnx", "torch", "jax") if s in p.name), "?")
+        runners = list(dict.fromkeys(r.runner for r in rows))
+        return cls(name, runners, rows, {"cases": len({r.case for r in rows}), "partial": True,
+                                         "command": f"(partial rows of a stopped run: {p.name})"})
 
 
 def _json_default(o: Any) -> Any:
@@ -219,7 +228,7 @@ def compare_outputs(actual: Sequence[Any], expected: Sequence[Any], tol: Tol,
             continue
         if e.dtype.kind == "c" or a.dtype.kind == "c":
             return False, math.inf, f"output {i}: complex outputs are not compared"
-        if a.dtype.kind not in "biuf" and a.dtype.name != "bfloat16":
+        if a.dtype.kind not in "biuf" and not type(a.dtype).__module__.startswith("ml_dtypes"):
             return False, math.inf, f"output {i}: dtype {a.dtype}, expected {e.dtype}"
         rtol = max(tol.rtol, _TWO_ULPS.get(e.dtype.name, 0.0))
         c = compare(a.astype(np.float64), e.astype(np.float64), Tolerance(rtol, tol.atol), f"output {i}")

@@ -17,7 +17,7 @@ torch's largest float32 error).
 
 Out of scope (skip): samples whose eager result is not reproducible (random
 ops, uninitialized memory such as ``empty``: two eager runs under different
-seeds disagree), complex inputs or outputs, samples without tensor outputs.
+seeds disagree), complex or sparse inputs or outputs, samples without tensor outputs.
 Peer, with ``peers``: TVM Relax's ``from_exported_program`` on the same
 exported program.
 """
@@ -36,7 +36,7 @@ from irkit.conformance.results import (INTERP, CaseResult, Tol, all_rows, classi
 from irkit.conformance.runner import Case
 
 SCOPE_NOTE = ("torch: exportable float32 CPU samples; skipped: not exportable by torch.export, random or "
-              "otherwise nondeterministic ops, complex values, no tensor outputs")
+              "otherwise nondeterministic ops, complex values, sparse tensors, no tensor outputs")
 PEER_TVM = "tvm-relax"
 SAMPLES_PER_OP = 2
 _CASES: list[Case] | None = None
@@ -202,6 +202,8 @@ def _scope(sm: _SampleModule, expected: list[Any]) -> str:
     if not expected:
         return "out of scope: the sample has no tensor outputs"
     for t in list(sm.tensors) + expected:
+        if t.layout != torch.strided:
+            return f"out of scope: sparse or other non-strided tensors ({t.layout})"
         if t.is_complex():
             return "out of scope: complex values"
     torch.manual_seed(12345)

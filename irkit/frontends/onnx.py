@@ -36,7 +36,9 @@ from typing import Any
 import numpy as np
 
 from irkit.errors import IrkitError
+from irkit.frontends import onnx_nn, onnx_rnn, onnx_tensor  # noqa: F401 - registers their converters
 from irkit.frontends.common import FrontendError, UnsupportedOps, sanitize_name
+from irkit.frontends.onnx_functions import function_body, out_of_scope
 from irkit.frontends.onnx_load import (
     LoadedModel,
     check_dims,
@@ -44,8 +46,6 @@ from irkit.frontends.onnx_load import (
     read_model,
     tensor_to_numpy,
 )
-from irkit.frontends.onnx_functions import function_body, out_of_scope
-from irkit.frontends import onnx_nn, onnx_rnn, onnx_tensor  # noqa: F401 - registers their converters
 from irkit.frontends.onnx_ops import CONVERTERS, OT, Emitter, Node, Unsupported, supported_ops
 from irkit.ir.builder import Builder, BuildError
 from irkit.ir.core import Function, Graph, Location, Module
@@ -84,6 +84,7 @@ class OnnxImporter(Emitter):
     def __init__(self, lm: LoadedModel, name: str = "main", constants: Mapping[str, Any] | None = None):
         self.fn_name = name
         self._constants = dict(constants or {})
+        self._scans = 0
         self._symbols: dict[str, SymDim] = {}  # dim_param (raw) -> symbol
         self._fresh = 0
         self._vals: dict[str, OT] = {}
@@ -338,7 +339,7 @@ class OnnxImporter(Emitter):
         inner_used = {o.name for o in branch.output}
         for bn in branch.node:
             inner_used.update(x for x in bn.input if x)
-        for i, bn in enumerate(branch.node):
+        for bn in branch.node:
             bouts = list(bn.output)
             self._convert_node(bn, list(bn.input), bouts, Location(name=f"{loc.name}/{key}/{bn.op_type}"),
                                [o in inner_used for o in bouts], unsupported, onnx, depth + 1)
@@ -380,9 +381,11 @@ class OnnxImporter(Emitter):
 
         states = [self._get(x) for x in ins[:n_state]]
         slices: list[list[OT]] = [[] for _ in range(k)]
+        self._scans += 1
+        scan_id = self._scans
         self.loc = loc
         for it in range(steps):
-            tag = f"__scan{id(n)}_{it}"
+            tag = f"__scan{scan_id}_{it}"
             nodes = [type(bn)() for bn in body.node]
             for dst, src in zip(nodes, body.node):
                 dst.CopyFrom(src)

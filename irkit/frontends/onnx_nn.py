@@ -448,7 +448,7 @@ def _resize(cx: Emitter, node: Node, x: OT, attrs: dict, scales: list[float] | N
     if sizes is not None and policy != "stretch":
         ratios = [sizes[i] / sp[a] for i, a in enumerate(axes)]
         s = min(ratios) if policy == "not_larger" else max(ratios)
-        sizes = [int(math.floor(s * sp[a] + 0.5)) for a in axes]
+        sizes = [math.floor(s * sp[a] + 0.5) for a in axes]
         scales, sizes_used = [s] * len(axes), sizes
     else:
         sizes_used = sizes
@@ -553,7 +553,7 @@ def _lrn(cx: Emitter, node: Node) -> list[OT | None]:
 def _gs_reflect(cx: Emitter, x: Value, lo: float, hi: float) -> Value:
     """ONNX GridSample's reflection of a coordinate into [lo, hi] (by the near border, repeatedly)."""
     dt = x.type.dtype
-    s = lambda v: cx.scalar(v, dt)  # noqa: E731
+    s = lambda v: cx.scalar(v, dt)
     rng = s(hi - lo)
 
     def fold(dx: Value, near: float, far: float) -> Value:
@@ -571,7 +571,7 @@ def _gs_reflect(cx: Emitter, x: Value, lo: float, hi: float) -> Value:
 
 def _cubic_coeffs(cx: Emitter, t: Value) -> list[Value]:
     dt = t.type.dtype
-    s = lambda v: cx.scalar(v, dt)  # noqa: E731
+    s = lambda v: cx.scalar(v, dt)
     a = -0.75
 
     def near(u: Value) -> Value:  # ((a+2)u - (a+3)) u^2 + 1
@@ -603,7 +603,7 @@ def _grid_sample(cx: Emitter, node: Node) -> list[OT | None]:
     out_sp = tuple(grid.shape[1:-1])
     f = DType.f64 if grid.dtype is DType.f64 else DType.f32
     gv = cx.ir(grid) if grid.dtype is f else cx.op("ik.cast", cx.ir(grid), to=f)
-    s = lambda v: cx.scalar(v, f)  # noqa: E731
+    s = lambda v: cx.scalar(v, f)
     # Per spatial dim: the tap indices (i64) and weights, each shaped like the output grid [N, out...].
     per_dim: list[list[tuple[Value, Value | None, Value | None]]] = []
     for i in range(nd):

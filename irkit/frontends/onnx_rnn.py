@@ -26,7 +26,7 @@ _GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 
 def _activation(cx: Emitter, node: Node, name: str, alpha: float | None, beta: float | None,
                 dt: DType) -> Callable[[Value], Value]:
-    s = lambda v: cx.scalar(v, dt)  # noqa: E731
+    s = lambda v: cx.scalar(v, dt)
     n = name.lower()
     if n == "tanh":
         return lambda x: cx.op("ik.tanh", x)
@@ -140,7 +140,7 @@ def _recurrent(cx: Emitter, node: Node) -> list[OT | None]:
         for t in steps:
             xt = cx.op("ik.reshape", _slice(cx, xp, 0, t, t + 1), shape=(batch, g * hidden))
             hr = cx.op("ik.matmul", h, rt)
-            if rb is not None and not (kind == "GRU"):
+            if rb is not None and kind != "GRU":
                 hr = cx.op("ik.add", hr, rb)
 
             def gate(v: Value, i: int) -> Value:

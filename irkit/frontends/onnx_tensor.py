@@ -330,7 +330,7 @@ def _saturate(cx: Emitter, v: Value, dt: DType) -> Value:
 def _quantize(cx: Emitter, node: Node) -> list[OT | None]:
     x, scale, zp = node.req(0), node.req(1, "y_scale"), node.input(2)
     out_dt = zp.dtype if zp is not None else DType.ui8
-    if "output_dtype" in node.attrs and node.attrs["output_dtype"]:
+    if node.attrs.get("output_dtype"):
         from irkit.frontends.onnx_load import ir_dtype
 
         out_dt = ir_dtype(int(node.attrs["output_dtype"]), cx.source, f"node '{node.name}' output_dtype")
@@ -528,3 +528,11 @@ def _reverse_sequence(cx: Emitter, node: Node) -> list[OT | None]:
         raise Unsupported("ReverseSequence over dynamic dims")
     return [OT.of(cx.op("ik.gather_elements", cx.ir(x), cx.constant(np.ascontiguousarray(full), DType.i64),
                         axis=t_ax))]
+
+
+@converter("Unique", "NonMaxSuppression", "BitCast")
+def _refused(cx: Emitter, node: Node) -> list[OT | None]:
+    """Ops irkit refuses with a reason (a data-dependent output shape, or no IR op to express them)."""
+    if node.op_type == "BitCast":
+        raise Unsupported("BitCast (the IR has no bitcast op)")
+    raise Unsupported(f"{node.op_type} (its output shape depends on the data)")

@@ -126,7 +126,7 @@ def _static(d: Dim, what: str) -> int:
 
 @conv("clone", "contiguous", "alias", "detach", "lift_fresh_copy", "lift_fresh", "alias_copy",
       "detach_copy", "view_as", "reshape_as", "_conj", "resolve_conj",
-      "resolve_neg", "positive")
+      "resolve_neg", "positive", "real", "conj", "conj_physical")
 def _identity(cx: Cx, a: dict) -> Any:
     x = _require(a["self"], "input")
     out = cx.out_type()
@@ -749,6 +749,101 @@ def _logcumsumexp(cx: Cx, a: dict) -> Any:
 
 
 # prims that torch's reference decompositions (torch._refs) leave behind
+@conv("log10")
+def _log10(cx: Cx, a: dict) -> Any:
+    dt = _float_dtype(cx)
+    x = cx.cast(_require(a["self"], "input"), dt)
+    return cx.b.mul(cx.b.log(x), cx.tensor(1.0 / math.log(10.0), dt))
+
+
+@conv("erfc", "special_erfc")
+def _erfc(cx: Cx, a: dict) -> Any:
+    dt = _float_dtype(cx)
+    x = cx.cast(_require(a["self"], "input"), dt)
+    return cx.b.sub(cx.tensor(1.0, dt), cx.b.erf(x))
+
+
+@conv("polygamma", "special_polygamma")
+def _polygamma(cx: Cx, a: dict) -> Any:
+    n = int(a["n"])
+    if n != 0:
+        raise Unsupported(f"polygamma of order {n} (order 0, digamma, is supported)")
+    dt = _float_dtype(cx)
+    return cx.b.digamma(cx.cast(_require(a["self"], "input"), dt))
+
+
+@conv("prelu", "_prelu_kernel")
+def _prelu(cx: Cx, a: dict) -> Any:
+    dt = cx.out_dtype
+    x = cx.cast(_require(a["self"], "input"), dt)
+    w = cx.cast(_require(a["weight"], "weight"), dt)
+    if w.type.rank == 1 and x.type.rank >= 2 and w.shape[0] != 1:
+        w = cx.reshape(w, (w.shape[0],) + (1,) * (x.type.rank - 2))  # per channel (dim 1)
+    elif w.type.rank == 1 and w.shape[0] == 1:
+        w = cx.reshape(w, ())
+    return cx.b.where(cx.b.gt(x, cx.tensor(0.0, dt)), x, cx.b.mul(x, w))
+
+
+@conv("movedim.intlist", "movedim.int", "moveaxis.intlist", "moveaxis.int")
+def _movedim(cx: Cx, a: dict) -> Any:
+    x = _require(a["self"], "input")
+    r = x.type.rank
+    src, dst = a["source"], a["destination"]
+    src = [src] if isinstance(src, int) else list(src)
+    dst = [dst] if isinstance(dst, int) else list(dst)
+    src, dst = [_axis(d, r) for d in src], [_axis(d, r) for d in dst]
+    perm: list[int | None] = [None] * r
+    for s_, d_ in zip(src, dst):
+        perm[d_] = s_
+    rest = iter(i for i in range(r) if i not in src)
+    full = tuple(p if p is not None else next(rest) for p in perm)
+    return x if full == tuple(range(r)) else cx.b.transpose(x, perm=full)
+
+
+@conv("prims.convert_element_type.default")
+def _prims_convert(cx: Cx, a: dict) -> Any:
+    return cx.cast(_require(a["a"], "input"), cx.out_dtype)
+
+
+@conv("prims.sum.default", "prims.var.default")
+def _prims_reduce(cx: Cx, a: dict) -> Any:
+    x = _require(a["inp"], "input")
+    dt = cx.out_dtype
+    x = cx.cast(x, dt)
+    # A prim reduces exactly the dims it lists (none listed: nothing to reduce).
+    axes = _axes(a.get("dims"), x.type.rank)
+    if not axes:
+        if _opname(cx) == "sum":
+            return x
+        # The variance of each single element: 0 / (1 - correction).
+        return cx.splat(float("nan") if float(a.get("correction") or 0) == 1 else 0.0, dt, x.shape)
+    if _opname(cx) == "sum":
+        return cx.b.reduce_sum(x, axes=axes, keepdims=False)
+    corr = float(a.get("correction") or 0)
+    mean = cx.b.reduce_mean(x, axes=axes, keepdims=True)
+    d = cx.b.sub(x, mean)
+    ss = cx.b.reduce_sum(cx.b.mul(d, d), axes=axes, keepdims=False)
+    n = _count(cx, x, axes)
+    nt = cx.tensor(n, dt) if isinstance(n, int) else cx.cast(cx.dim_tensor(n), dt)
+    return cx.b.div(ss, cx.b.sub(nt, cx.tensor(corr, dt)))
+
+
+@conv("prims.broadcast_in_dim.default")
+def _prims_broadcast_in_dim(cx: Cx, a: dict) -> Any:
+    x = _require(a["a"], "input")
+    shape = cx.out_shape
+    dims = [int(d) for d in a["broadcast_dimensions"]]
+    inter = [1] * len(shape)
+    for i, d in enumerate(dims):
+        inter[d] = x.shape[i]
+    return cx.broadcast(cx.reshape(x, tuple(inter)), shape)
+
+
+@conv("prims.where.default")
+def _prims_where(cx: Cx, a: dict) -> Any:
+    return _where(cx, {"condition": a["pred"], "self": a["a"], "other": a["b"]})
+
+
 @conv("prims.abs.default")
 def _prims_abs(cx: Cx, a: dict) -> Any:
     return cx.b.abs(_require(a["self"], "input"))
@@ -1166,7 +1261,8 @@ def _index(cx: Cx, a: dict) -> Any:
 # shapes
 
 
-@conv("view.default", "reshape", "_unsafe_view", "_reshape_alias", "flatten", "unflatten", "unsqueeze",
+@conv("view.default", "reshape", "_unsafe_view", "_reshape_alias", "flatten", "unflatten", "unsqueeze", "ravel",
+      "atleast_1d.default", "atleast_2d.default", "atleast_3d.default",
       "squeeze", "view_copy.default", "_reshape_copy", "unsqueeze_copy", "squeeze_copy")
 def _reshape(cx: Cx, a: dict) -> Any:
     x = _require(a["self"], "input")
@@ -1196,7 +1292,7 @@ def _transpose(cx: Cx, a: dict) -> Any:
     return cx.b.transpose(x, perm=tuple(perm))
 
 
-@conv("t", "numpy_T", "mT", "adjoint", "t_copy")
+@conv("t", "numpy_T", "mT", "mH", "adjoint", "t_copy", "matrix_H")
 def _t(cx: Cx, a: dict) -> Any:
     x = _require(a["self"], "input")
     r = x.type.rank
@@ -1296,7 +1392,7 @@ def _split_out(cx: Cx, x: Value, ax: int) -> list[Value]:
     return list(cx.b.split(x, axis=ax, sizes=sizes))
 
 
-@conv("split", "split_with_sizes", "chunk", "tensor_split", "split_copy", "split_with_sizes_copy",
+@conv("split", "split_with_sizes", "chunk", "tensor_split", "split_copy", "split_with_sizes_copy", "unsafe_chunk",
       "unsafe_split", "unsafe_split_with_sizes")
 def _split(cx: Cx, a: dict) -> Any:
     x = _require(a["self"], "input")

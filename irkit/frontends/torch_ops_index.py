@@ -154,6 +154,55 @@ def _scatter_reduce(cx: Cx, a: dict) -> Any:
     return cx.reshape(out, cx.out_shape)
 
 
+@conv("index_reduce")
+def _index_reduce(cx: Cx, a: dict) -> Any:
+    # index_reduce along dim == scatter_reduce with the index laid along that dim of source.
+    x = _require(a["self"], "input")
+    src = _require(a["source"], "source")
+    if x.type.rank == 0:
+        out = _index_reduce(cx, {**a, "self": cx.reshape(x, (1,)), "source": cx.reshape(src, (1,)),
+                                 "index": cx.reshape(_require(a["index"], "index"), (1,)), "dim": 0})
+        return cx.reshape(out, ())
+    ax = _axis(a["dim"], x.type.rank)
+    idx = _require(a["index"], "index")
+    idx = cx.reshape(idx, tuple(src.shape[i] if i == ax else 1 for i in range(src.type.rank)))
+    idx = cx.broadcast(idx, src.shape)
+    return _scatter_reduce(cx, {"self": x, "index": idx, "src": src, "dim": ax, "reduce": a["reduce"],
+                                "include_self": a.get("include_self", True)})
+
+
+@conv("diagonal_scatter")
+def _diagonal_scatter(cx: Cx, a: dict) -> Any:
+    x = _require(a["self"], "input")
+    src = cx.cast(_require(a["src"], "src"), x.dtype)
+    r = x.type.rank
+    d1, d2 = _axis(a.get("dim1", 0), r), _axis(a.get("dim2", 1), r)
+    off = int(a.get("offset", 0))
+    n1, n2 = _static(x.shape[d1], "diagonal size"), _static(x.shape[d2], "diagonal size")
+    r0, c0 = max(0, -off), max(0, off)
+    k = max(0, min(n1 - r0, n2 - c0))
+    if k == 0:
+        return x
+    # Mark the diagonal with a constant mask, and spread src over it with a broadcast.
+    mask = np.zeros((n1, n2), dtype=bool)
+    mask[np.arange(k) + r0, np.arange(k) + c0] = True
+    rest = [i for i in range(r) if i not in (d1, d2)]
+    # src is rest... + (k,): place it on rows (i + r0) by a one-hot product along the diagonal.
+    sel = np.zeros((k, n1, n2), dtype=x.dtype.np)
+    sel[np.arange(k), np.arange(k) + r0, np.arange(k) + c0] = 1
+    spread = cx.b.contract(src, cx.b.constant(sel), lhs_batch=(), rhs_batch=(),
+                           lhs_contract=(src.type.rank - 1,), rhs_contract=(0,))
+    # spread: rest... + (n1, n2); move back to x's layout.
+    order = rest + [d1, d2]
+    inv = tuple(int(i) for i in np.argsort(order))
+    spread = cx.b.transpose(spread, perm=inv) if inv != tuple(range(r)) else spread
+    mshape = [1] * r
+    mshape[d1], mshape[d2] = n1, n2
+    m = cx.b.constant(mask.reshape([n1 if i == d1 else n2 if i == d2 else 1 for i in range(r)])
+                      if d1 < d2 else mask.T.reshape([n1 if i == d1 else n2 if i == d2 else 1 for i in range(r)]))
+    return cx.b.where(cx.broadcast(m, x.shape), spread, x)
+
+
 def _broadcast_indices(cx: Cx, x: Value, indices: list[Any]) -> tuple[list[int], list[Value]]:
     """The positions and i64 values of the tensor indices of ``x[indices]``, broadcast together."""
     pos = [i for i, t in enumerate(indices) if t is not None]
@@ -517,11 +566,12 @@ def _searchsorted_scalar(cx: Cx, a: dict) -> Any:
 # views and data-dependent ops
 
 
-@conv("diagonal", "diagonal_copy")
+@conv("diagonal", "diagonal_copy", "linalg_diagonal")
 def _diagonal(cx: Cx, a: dict) -> Any:
-    x = _require(a["self"], "input")
+    x = _require(a.get("self", a.get("A")), "input")
     r = x.type.rank
-    d1, d2 = _axis(a.get("dim1", 0), r), _axis(a.get("dim2", 1), r)
+    lin = _opname(cx) == "linalg_diagonal"
+    d1, d2 = _axis(a.get("dim1", -2 if lin else 0), r), _axis(a.get("dim2", -1 if lin else 1), r)
     off = int(a.get("offset", 0))
     rest = [i for i in range(r) if i not in (d1, d2)]
     xt = cx.b.transpose(x, perm=tuple(rest) + (d1, d2)) if tuple(rest) + (d1, d2) != tuple(range(r)) else x

@@ -147,39 +147,29 @@ def reduce(x: Tensor, kind: str, axes: Sequence[int], keepdims: bool) -> Tensor:
 
 def arg_reduce(x: Tensor, axis: int, keepdims: bool, largest: bool, last: bool) -> Tensor:
     """argmax / argmin as int64, like NumPy: the first NaN wins; ties take the first index
-    (the last with ``last``, ONNX ``select_last_index``)."""
+    (the last with ``last``, ONNX ``select_last_index``).  Two plain reductions (the best value,
+    then the first index holding it) rather than one over (index, value) pairs: DLight
+    schedules these on CUDA, where the pair reduction left a global temporary."""
     shape = ints(x.shape)
-    k = te.reduce_axis((0, shape[axis]), "k")
+    best = reduce(x, "max" if largest else "min", [axis], keepdims=True)
     f = is_float(dtype_of(x))
-
-    def better(v: PrimExpr, w: PrimExpr) -> PrimExpr:
-        strict = v > w if largest else v < w
-        return (tirx.isnan(v) & ~tirx.isnan(w)) | strict if f else strict
-
-    def combine(lhs: tuple[PrimExpr, PrimExpr], rhs: tuple[PrimExpr, PrimExpr]) -> tuple[PrimExpr, PrimExpr]:
-        (i0, v0), (i1, v1) = lhs, rhs
-        eq = (v0 == v1) | (tirx.isnan(v0) & tirx.isnan(v1)) if f else v0 == v1
-        tie = tirx.Select(i0 > i1, i0, i1) if last else tirx.Select(i0 < i1, i0, i1)
-        take0 = better(v0, v1) | (eq & (i0 == tie))
-        return tirx.Select(take0, i0, i1), tirx.Select(take0, v0, v1)
-
-    def ident(t0: str, t1: str) -> tuple[PrimExpr, PrimExpr]:
-        return tirx.const(-1, t0), (lowest(t1) if largest else highest(t1))
-
-    red = te.comm_reducer(combine, ident, name="argbest")
+    k = te.reduce_axis((0, shape[axis]), "k")
     out = [d for i, d in enumerate(shape) if i != axis]
     if keepdims:
         out.insert(axis, 1)
+    none = tirx.const(-1 if last else shape[axis], "int64")
 
     def body(*o: Any) -> PrimExpr:
         o = list(o)
         if keepdims:
             o.pop(axis)
-        idx = o[:axis] + [k] + o[axis:]
-        return red((tirx.Cast("int64", k), x[tuple(idx)]), axis=k)
+        v = x[tuple(o[:axis] + [k] + o[axis:])]
+        m = best[tuple(o[:axis] + [0] + o[axis:])]
+        hit = (v == m) | (tirx.isnan(v) & tirx.isnan(m)) if f else v == m
+        idx = tirx.Select(hit, tirx.Cast("int64", k), none)
+        return te.max(idx, axis=k) if last else te.min(idx, axis=k)
 
-    res = te.compute(out, body, name="argbest")
-    return res[0] if isinstance(res, (list, tuple)) else res
+    return te.compute(out, body, name="argbest")
 
 
 # --------------------------------------------------------------------------- integer arithmetic
@@ -559,11 +549,18 @@ def scan(x: Tensor, kind: str, axis: int, reverse: bool, exclusive: bool, gpu: b
     elif kind == "prod":
         r = mod.cumprod(y, axis, dtype_of(x), exclusive)
     else:
-        scanop = topi.gpu.scan.scanop if gpu else topi.scan.scanop
         f = is_float(dtype_of(x))
-        binop, ident = ((lambda a, b: nan_max(a, b, f)), lowest(dtype_of(x))) if kind == "max" else \
-            ((lambda a, b: nan_min(a, b, f)), highest(dtype_of(x)))
-        r = scanop(y, binop, ident, f"cum{kind}", axis, dtype_of(x), exclusive)
+        pick = nan_max if kind == "max" else nan_min
+        ident = lowest(dtype_of(x)) if kind == "max" else highest(dtype_of(x))
+
+        def binop(a: Any, b: Any) -> Any:
+            if isinstance(a, te.Tensor):  # the GPU inclusive scan combines whole tensors
+                return te.compute(a.shape, lambda *i: pick(a[i], b[i], f), name=f"cum{kind}")
+            return pick(a, b, f)
+        if gpu:  # the GPU scan takes no op name
+            r = topi.gpu.scan.scanop(y, binop, ident, axis, dtype_of(x), exclusive)
+        else:
+            r = topi.scan.scanop(y, binop, ident, f"cum{kind}", axis, dtype_of(x), exclusive)
     return topi.flip(r, axis) if reverse else r
 
 
@@ -698,8 +695,8 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, bias: Tensor
     rd = te.reduce_axis((0, d), "d")
 
     def score(bi: Any, hi: Any, i: Any, j: Any) -> PrimExpr:
-        s = te.sum(tirx.Cast(acc, q[bi, hi, i, rd]) * tirx.Cast(acc, k[bi, hi // group, j, rd]), axis=rd)
-        return s * const(scale, acc)
+        qs = tirx.Cast(acc, q[bi, hi, i, rd]) * const(scale, acc)
+        return te.sum(qs * tirx.Cast(acc, k[bi, hi // group, j, rd]), axis=rd)
 
     s = te.compute(full, score, name="scores")
     if bs is not None:

@@ -660,3 +660,33 @@ def test_example_model(exports: _ExportCache, name: str, exporter: str, opset: i
         worst["torch"] = max(worst.get("torch", 0.0), check_against(m, _torch_outputs(e.model, xs), xs, "torch", tol))
     record_property("max_abs", worst)
     assert fn.args[0].type.dtype in (DType.i64, DType.f32, DType.f16, DType.bf16)
+
+
+# ---------------------------------------------------------------------------
+# A Hugging Face encoder through the dynamo exporter (GatherElements, GatherND, IsNaN in its mask code)
+
+
+def test_hf_bert_dynamo_export_matches_torch() -> None:
+    """A tiny random BERT (built from a config, never downloaded), exported with dynamo, imported, run."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                  intermediate_size=64, max_position_embeddings=64)
+    torch.manual_seed(0)
+    model = transformers.BertModel(cfg).eval()
+    ids = torch.randint(0, 100, (2, 8))
+    mask = torch.ones(2, 8, dtype=torch.long)
+    mask[1, 5:] = 0  # a padded sequence: the mask path must matter
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        proto = torch.onnx.export(model, (ids, mask), dynamo=True, input_names=["input_ids", "attention_mask"],
+                                  verbose=False).model_proto
+    m = import_onnx(proto)
+    verify(m)
+    xs = [ids.numpy(), mask.numpy()]
+    got = run(m, xs)
+    with torch.no_grad():
+        out = model(ids, attention_mask=mask)
+    np.testing.assert_allclose(got[0], out.last_hidden_state.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got[1], out.pooler_output.numpy(), rtol=1e-4, atol=1e-5)
+    check_against(m, got, xs, "bert dynamo export vs the float64 oracle")

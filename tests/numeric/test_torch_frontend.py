@@ -523,6 +523,29 @@ def test_pools_pads_and_convolutions() -> None:
     check_numerics(m, model, [x.numpy(), v.numpy()], "windows")
 
 
+class MoeCounts(torch.nn.Module):
+    """Mixtral's expert bookkeeping: ``histc`` of the routed experts, and an
+    ``index_put`` whose index length is symbolic (2*B)."""
+
+    def forward(self, x: Any, experts: Any) -> Any:
+        counts = torch.histc(experts.float(), bins=4, min=0, max=3) + torch.histc(x, bins=4)
+        slot = torch.arange(x.shape[0] * 2) % 3
+        z = torch.zeros(x.shape[0] * 2, 3).index_put((slot,), experts.reshape(-1, 1).float().expand(-1, 3),
+                                                        accumulate=True)
+        return counts, z
+
+
+def test_histc_and_symbolic_index_put() -> None:
+    g = torch.Generator().manual_seed(13)
+    x, e = torch.randn(6, generator=g), torch.randint(0, 4, (6, 2), generator=g)
+    model = MoeCounts()
+    b = torch.export.Dim("B")
+    m = _import(model, (x, e), ({0: b}, {0: b}))
+    check_numerics(m, model, [x.numpy(), e.numpy()], "B=6")
+    check_numerics(m, model, [np.linspace(-2, 2, 9, dtype=np.float32), np.arange(18).reshape(9, 2) % 4],
+                   "B=9")
+
+
 class Regions(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
