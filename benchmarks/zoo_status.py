@@ -115,7 +115,7 @@ def measure(name: str, frontends: tuple[str, ...], out_dir: Path) -> dict[str, A
     """One architecture at toy size through each frontend."""
     import torch
 
-    import irkit.zoo as zoo
+    from irkit import zoo
 
     arch = zoo.entry(name)
     row: dict[str, Any] = {"name": name, "family": arch.family, "attention": arch.attention}
@@ -186,10 +186,11 @@ def summary(rows: list[dict[str, Any]]) -> str:
     for fe in FRONTENDS:
         rs = [r.get(fe) or {} for r in rows]
         n = len(rows)
+        fused = sum(r.get("fused") is not None and r.get("fused") == r.get("layers") for r in rs)
         out.append(f"{fe}: exported {sum(bool(r.get('export')) for r in rs)}/{n}, "
                    f"imported {sum(bool(r.get('import')) for r in rs)}/{n}, "
                    f"numerics ok {sum(r.get('numerics') is True for r in rs)}/{n}, "
-                   f"every attention fused {sum(r.get('fused') is not None and r.get('fused') == r.get('layers') for r in rs)}/{n}")
+                   f"every attention fused {fused}/{n}")
     return "\n".join(out)
 
 
@@ -212,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--table-from", type=Path, help="print the table of an existing JSON file and exit")
     ap.add_argument("--out-dir", type=Path, help="where exports go (default: a temporary folder)")
     a = ap.parse_args(argv)
-    import irkit.zoo as zoo
+    from irkit import zoo
 
     if a.table_from:
         rows = json.loads(a.table_from.read_text())["rows"]

@@ -31,8 +31,16 @@ from typing import Any
 
 import numpy as np
 
-from irkit.conformance.results import (INTERP, CaseResult, Tol, all_rows, classify_error, close_to_float64,
-                                       normwise_close, run_on_targets)
+from irkit.conformance.results import (
+    INTERP,
+    CaseResult,
+    Tol,
+    all_rows,
+    classify_error,
+    close_to_float64,
+    normwise_close,
+    run_on_targets,
+)
 from irkit.conformance.runner import Case
 
 SCOPE_NOTE = ("jax: f32/i32/bool harnesses; skipped: linear-algebra decompositions (cholesky, qr, svd, eig, eigh, "

@@ -61,9 +61,12 @@ def suite_section(res: SuiteResult, top: int = 12) -> list[str]:
     L.append(f"## {res.suite}\n")
     scope = meta.get("scope")
     sel = ", ".join(f"{k}={meta[k]}" for k in ("filter", "sample", "limit") if meta.get(k))
-    L.append(f"{meta.get('cases', '?')} cases{' (' + sel + ')' if sel else ' (the full suite)'}; "
-             f"{meta.get('seconds', '?')} s with {meta.get('jobs') or 'no'} worker processes; "
-             f"peak worker memory {meta.get('peak_rss_mb', '?')} MB.")
+    if meta.get("partial"):
+        L.append(f"{meta.get('cases', '?')} cases finished before the run was stopped.")
+    else:
+        L.append(f"{meta.get('cases', '?')} cases{' (' + sel + ')' if sel else ' (the full suite)'}; "
+                 f"{meta.get('seconds', '?')} s with {meta.get('jobs') or 'no'} worker processes; "
+                 f"peak worker memory {meta.get('peak_rss_mb', '?')} MB.")
     if scope:
         L.append(f"Scope: {scope}.")
     if meta.get("partial"):

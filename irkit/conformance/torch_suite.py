@@ -31,8 +31,17 @@ from typing import Any
 
 import numpy as np
 
-from irkit.conformance.results import (INTERP, CaseResult, Tol, all_rows, classify_error, close_to_float64,
-                                       normwise_close, judge, run_on_targets)
+from irkit.conformance.results import (
+    INTERP,
+    CaseResult,
+    Tol,
+    all_rows,
+    classify_error,
+    close_to_float64,
+    judge,
+    normwise_close,
+    run_on_targets,
+)
 from irkit.conformance.runner import Case
 
 SCOPE_NOTE = ("torch: exportable float32 CPU samples; skipped: not exportable by torch.export, random or "

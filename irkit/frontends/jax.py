@@ -4,9 +4,10 @@
 Design note: :func:`import_jax` traces ``fn`` with :func:`jax.make_jaxpr` and
 walks the equations once.  Call-like primitives (``jit``/``pjit``,
 ``closed_call``, ``custom_jvp_call``, ``custom_vjp_call``, ``remat``) are
-inlined; every other primitive maps to IR through :class:`~irkit.frontends.
-jax_emit.Emitter`, which the StableHLO importer shares, so both paths agree on
-XLA semantics.  Closed-over arrays become ``ik.constant``, named after where
+inlined; every other primitive has one handler in :data:`PRIMITIVES` (registered
+with ``@_prim``; refused primitives say why) that maps it to IR through
+:class:`~irkit.frontends.jax_emit.Emitter` and :mod:`~irkit.frontends.jax_emit_index`,
+which the StableHLO importer shares, so both paths agree on XLA semantics.  Closed-over arrays become ``ik.constant``, named after where
 they live in the function's closure (``h.0.attn.c_attn.weight`` for a params
 dict), else ``const_N``.  Each op's location is the user's frame from the
 equation's ``source_info`` (``model.py:42:8``), named by the JAX name stack.

@@ -459,6 +459,8 @@ def converter(*op_types: str, domain: str = "") -> Callable[[Converter], Convert
 
 def supported_ops() -> list[str]:
     """Every ONNX op the importer translates, as ``domain::Op`` (default domain bare)."""
+    from irkit.frontends import onnx_nn, onnx_rnn, onnx_tensor  # noqa: F401 - their converters register on import
+
     return sorted(f"{d}::{t}" if d else t for d, t in CONVERTERS)
 
 

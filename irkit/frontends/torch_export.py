@@ -933,6 +933,8 @@ def _decompositions_for(targets: Iterable[Any]) -> dict[Any, Any]:
                 cia = default_decompositions()
             if t in cia:
                 fn = cia[t]
+            elif torch._C._dispatch_has_kernel_for_dispatch_key(t.name(), "CompositeImplicitAutograd"):
+                fn = t.decompose  # its CompositeImplicitAutograd kernel (aten.hsplit)
         if fn is not None:
             out[t] = fn
     return out

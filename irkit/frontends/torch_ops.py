@@ -633,6 +633,8 @@ def _argmax(cx: Cx, a: dict) -> Any:
 @conv("any", "all")
 def _any_all(cx: Cx, a: dict) -> Any:
     x = _as_bool(cx, _require(a["self"], "input"))
+    if x.type.rank == 0:
+        return cx.cast(x, cx.out_dtype)
     which = _opname(cx)
     dims = a.get("dim")
     axes = _axes(dims, x.type.rank)
@@ -675,6 +677,8 @@ def _var(cx: Cx, a: dict) -> Any:
 def _logsumexp(cx: Cx, a: dict) -> Any:
     dt = _float_dtype(cx)
     x = cx.cast(_require(a["self"], "input"), dt)
+    if x.type.rank == 0:
+        return x
     axes = _axes(a.get("dim"), x.type.rank)
     keep = bool(a.get("keepdim") or False)
     m = cx.b.reduce_max(x, axes=axes, keepdims=True)

@@ -309,12 +309,13 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 
 
 def _unsigned_view(x: np.ndarray) -> np.ndarray:
-    """The bits of an integer array as the unsigned type of the same width."""
-    return x.view(np.dtype(f"u{x.dtype.itemsize}"))
+    """The bits of an integer array as the unsigned type of the same width (any rank, 0-d too:
+    ``np.ascontiguousarray`` alone makes a 0-d array 1-d)."""
+    return np.ascontiguousarray(x).reshape(np.shape(x)).view(np.dtype(f"u{x.dtype.itemsize}"))
 
 
 def _bit_length(x: np.ndarray) -> np.ndarray:
-    u = _unsigned_view(np.ascontiguousarray(x))
+    u = _unsigned_view(x)
     n = np.zeros(x.shape, dtype=np.int64)
     for k in range(8 * x.dtype.itemsize):
         n += (u >> np.uint64(k).astype(u.dtype)) != 0
@@ -322,7 +323,7 @@ def _bit_length(x: np.ndarray) -> np.ndarray:
 
 
 def _popcount(x: np.ndarray) -> np.ndarray:
-    return np.bitwise_count(_unsigned_view(np.ascontiguousarray(x))).astype(x.dtype)
+    return np.bitwise_count(_unsigned_view(x)).astype(x.dtype)
 
 
 def _clz(x: np.ndarray) -> np.ndarray:
@@ -412,8 +413,8 @@ def _shift(kind: str) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     def go(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         x, y = np.broadcast_arrays(x, y)
         bits = 8 * x.dtype.itemsize
-        u = _unsigned_view(np.ascontiguousarray(x))
-        amt = _unsigned_view(np.ascontiguousarray(y.astype(x.dtype)))
+        u = _unsigned_view(x)
+        amt = _unsigned_view(y.astype(x.dtype))
         big = amt >= bits
         amt = np.where(big, 0, amt).astype(u.dtype)
         if kind == "left":
@@ -424,7 +425,7 @@ def _shift(kind: str) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
             s = u.view(np.dtype(f"i{x.dtype.itemsize}"))
             fill = np.where(s < 0, -1, 0).astype(s.dtype)
             r = np.where(big, fill, s >> amt.astype(s.dtype)).astype(s.dtype)
-        return np.ascontiguousarray(r).view(x.dtype)
+        return np.ascontiguousarray(r).reshape(x.shape).view(x.dtype)
     return go
 
 

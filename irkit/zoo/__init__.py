@@ -56,6 +56,23 @@ def export_onnx(name: str, size: Size, path: Any, **kw: Any) -> Any:
     return _export(name, size, path, **kw)
 
 
-__all__ = ["ARCHITECTURES", "Arch", "INPUT_NAMES", "SIZES", "Size", "TESTED_WITH", "ZooError", "attention_layers",
-           "build", "dynamic_shapes", "entry", "example_inputs", "export_onnx", "export_pt2", "factory",
-           "make_config", "names", "zoo_model_class"]
+__all__ = [
+    "ARCHITECTURES",
+    "INPUT_NAMES",
+    "SIZES",
+    "TESTED_WITH",
+    "Arch",
+    "Size",
+    "ZooError",
+    "attention_layers",
+    "build",
+    "dynamic_shapes",
+    "entry",
+    "example_inputs",
+    "export_onnx",
+    "export_pt2",
+    "factory",
+    "make_config",
+    "names",
+    "zoo_model_class",
+]

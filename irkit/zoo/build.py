@@ -238,14 +238,12 @@ def factory(name: str, size: Size = "toy", **kw: Any) -> tuple[Any, tuple[Any, .
 
 
 def _attention_modules(module: Any) -> list[Any]:
-    import torch
+    """Modules named like an attention that hold no smaller one."""
 
-    out = []
-    for m in module.modules():
-        if "Attention" in type(m).__name__ and isinstance(m, torch.nn.Module):
-            if not any(c is not m and "Attention" in type(c).__name__ for c in m.modules()):
-                out.append(m)
-    return out
+    def named(m: Any) -> bool:
+        return "Attention" in type(m).__name__
+
+    return [m for m in module.modules() if named(m) and not any(c is not m and named(c) for c in m.modules())]
 
 
 def attention_layers(module: Any, inputs: tuple[Any, ...] | None = None) -> int:

@@ -271,4 +271,4 @@ ARCHITECTURES: tuple[Arch, ...] = (
 _BY_NAME = {a.name: a for a in ARCHITECTURES}
 assert len(_BY_NAME) == len(ARCHITECTURES), "duplicate zoo names"
 
-__all__ = ["ARCHITECTURES", "Arch", "ExportPath", "Family", "INPUT_NAMES", "InputKind"]
+__all__ = ["ARCHITECTURES", "INPUT_NAMES", "Arch", "ExportPath", "Family", "InputKind"]

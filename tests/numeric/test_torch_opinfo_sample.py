@@ -1,7 +1,7 @@
 """A representative sample of PyTorch's OpInfo database through the torch.export frontend.
 
-Each op's first two float32 CPU samples (int64 for the bitwise ops) are wrapped in a module (tensor arguments
-become inputs, everything else constants), exported with ``torch.export``, imported
+Each op's first two float32 CPU samples (int64 for the bitwise ops) are wrapped in a
+module (tensor arguments become inputs, everything else constants), exported with ``torch.export``, imported
 (ops without a converter are decomposed with torch's own table on the way), run on
 the float64 interpreter and compared with torch eager under float32 tolerances a
 little looser than torch.testing's (the oracle is f64, eager f32).  The full
@@ -20,15 +20,16 @@ import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("expecttest")  # torch.testing._internal needs it
-from torch.testing._internal.common_methods_invocations import op_db  # noqa: E402
+from torch.testing._internal.common_methods_invocations import op_db
 
-from irkit.frontends.torch_export import import_exported_program, tensor_to_numpy  # noqa: E402
-from irkit.interp import run  # noqa: E402
+from irkit.frontends.torch_export import import_exported_program, tensor_to_numpy
+from irkit.interp import run
 
 OPS = [
     # elementwise (new IR ops and decompositions)
     "acos", "asinh", "atan2", "tan", "lgamma", "digamma", "erfinv", "log1p", "round", "round.decimals_3",
-    "trunc", "remainder", "fmod", "floor_divide", "fmax", "isinf", "bitwise_and:int64", "bitwise_left_shift:int64",
+    "trunc", "remainder", "fmod", "floor_divide", "fmax", "isinf", "bitwise_and:int64",
+    "bitwise_left_shift:int64",
     "logaddexp", "addcmul", "lerp", "nn.functional.elu", "nn.functional.logsigmoid", "copysign",
     # reductions and scans
     "argmin", "max.reduction_with_dim", "cumsum", "cumprod", "cummax", "logcumsumexp", "median", "kthvalue",
@@ -106,7 +107,7 @@ def test_opinfo_sample(name: str) -> None:
             want = _flat(m(*[t.clone() for t in ts]))
         try:
             ep = torch.export.export(m, tuple(t.clone() for t in ts), strict=False)
-        except Exception:  # noqa: BLE001 - a sample torch cannot export is not ours to check
+        except Exception:  # noqa: BLE001, S112 - a sample torch cannot export is not ours to check
             continue
         mod = import_exported_program(ep, source=f"{name}[{i}]")
         got = run(mod, [tensor_to_numpy(t) for t in ts], float64=True)

@@ -23,10 +23,10 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-import irkit.zoo as zoo  # noqa: E402
-from irkit.check import compare, module_tolerance  # noqa: E402
-from irkit.frontends.common import UnsupportedOpsError  # noqa: E402
-from irkit.interp import run  # noqa: E402
+from irkit import zoo
+from irkit.check import compare, module_tolerance
+from irkit.frontends.common import UnsupportedOpsError
+from irkit.interp import run
 
 FAST_E2E = ("gpt2", "llama", "bert", "vit", "bart", "whisper_encoder")
 """Architectures that run through .pt2 in every test run (about 2 minutes together on 2 cores)."""
