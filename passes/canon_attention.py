@@ -208,6 +208,40 @@ def sample_bindings(symbols: Iterable[str]) -> list[dict[str, int]]:
     return [{s: n for s in syms} for n in SAMPLE_SIZES]
 
 
+MAX_THRESHOLD_SAMPLE = 8192
+"""The largest integer constant of a mask cone past which :func:`keep_pattern` evaluates the mask."""
+
+
+def _threshold_bindings(ops: Sequence[Op], syms: set[str], scores_shape: Sequence) -> list[dict[str, int]] | None:
+    """Sizes past every integer constant of a mask cone: a sliding window of 8 equals a causal mask at
+    every size up to 8, so the small samples alone would call it causal. The query/key symbols go
+    just past each constant, the others stay 1. None when a constant is too large to check."""
+    big: set[int] = set()
+    for o in ops:
+        if o.name != "ik.constant" or not o.results[0].dtype.is_int:
+            continue
+        arr = np.asarray(o.attrs["value"].array)
+        if arr.size > 4096:
+            continue
+        info = np.iinfo(arr.dtype)
+        for k in np.unique(np.abs(arr.astype(np.float64))):
+            k = int(k)
+            if k + 1 < max(SAMPLE_SIZES) or k in (info.max, -int(info.min), info.max + 1):
+                continue
+            if k > MAX_THRESHOLD_SAMPLE:
+                return None
+            big.add(k)
+    if not big:
+        return []
+    qk = {s for d in scores_shape[-2:] if isinstance(d, SymDim) for s in d.symbols}
+    if not qk:
+        return []
+    out = []
+    for k in sorted(big):
+        out.append({s: (k + 2 if s in qk else 1) for s in syms})
+    return out
+
+
 def keep_pattern(keep: Value, scores_shape: Sequence) -> tuple[str, str]:
     """Classify a constant boolean keep-mask against the scores ``[..., Sq, Skv]``.
 
@@ -223,7 +257,10 @@ def keep_pattern(keep: Value, scores_shape: Sequence) -> tuple[str, str]:
     kinds: set[str] = set()
     detail = ""
     evaluated = 0
-    for b in sample_bindings(syms):
+    extra = _threshold_bindings(ops, syms, scores_shape)
+    if extra is None:
+        return "unknown", "an integer constant in the mask is too large to check the mask past it"
+    for b in sample_bindings(syms) + extra:
         arr = evaluate(keep, b)
         if arr is None:
             continue

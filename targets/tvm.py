@@ -586,6 +586,10 @@ def _topi_binary(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
     if name == "pow" and not op.results[0].dtype.is_float:
         from irkit.targets.tvm_kernels import te_ops
 
+        if lw.gpu:
+            raise lw.refuse(op, "integer pow (one TE stage per exponent bit) does not build in reasonable time "
+                                "with DLight; use tvm-llvm or a float pow")
+
         return [lw.emit(op, te_ops.int_pow, *ins)]
     if name == "pow":
         e = _scalar_constant(op.operand(1))
@@ -1098,7 +1102,13 @@ class TvmTarget(Target):
         except Exception as e:  # noqa: BLE001 - TVM's FuseTIR rejects some graphs; build unfused
             info["fusion"] = ("Relax FuseOps/FuseTIR failed here (" + str(e).strip().splitlines()[-1][:200]
                               + "); built without Relax operator fusion")
-            ex = tvm.compile(mod, target=target, relax_pipeline=_unfused_pipeline(target))
+            try:
+                ex = tvm.compile(mod, target=target, relax_pipeline=_unfused_pipeline(target))
+            except Exception as e2:  # noqa: BLE001 - TVM's own build failure: one clear line, not its traceback
+                ops = ", ".join(sorted({o.name for o in fn.walk() if o.name not in _STRUCTURAL}))
+                last = (str(e2).strip().splitlines() or [type(e2).__name__])[-1][:200]
+                raise TargetUnavailable(f"target '{self.name}': TVM could not build this module (ops: {ops}): "
+                                        f"{last}") from None
         dt = time.perf_counter() - t0
         kernels = []
         for name, ops in low.kernels:

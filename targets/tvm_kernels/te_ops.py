@@ -298,7 +298,24 @@ def sign(x: PrimExpr) -> PrimExpr:
 
 
 def popcount(x: PrimExpr) -> PrimExpr:
-    return tirx.Cast(dtype_of(x), tirx.popcount(x))
+    """Set bits of the value's bit pattern, by the SWAR bit-slicing sum on the unsigned bits
+    widened to 32 or 64 (``tirx.popcount`` has no CUDA lowering in 0.27; LLVM turns this idiom
+    back into ``ctpop``)."""
+    dt = dtype_of(x)
+    nbits = bits_of(dt)
+    wide = 64 if nbits == 64 else 32
+    ut = f"uint{wide}"
+    u = tirx.reinterpret(f"uint{nbits}", x) if not dt.startswith("uint") else x
+    v = tirx.Cast(ut, u)
+    c = lambda k: tirx.const(k, ut)
+    m1, m2, m4, h01 = (0x5555555555555555, 0x3333333333333333, 0x0F0F0F0F0F0F0F0F, 0x0101010101010101)
+    if wide == 32:
+        m1, m2, m4, h01 = m1 & 0xFFFFFFFF, m2 & 0xFFFFFFFF, m4 & 0xFFFFFFFF, h01 & 0xFFFFFFFF
+    v = v - (tirx.shift_right(v, c(1)) & c(m1))
+    v = (v & c(m2)) + (tirx.shift_right(v, c(2)) & c(m2))
+    v = (v + tirx.shift_right(v, c(4))) & c(m4)
+    v = tirx.shift_right(v * c(h01), c(wide - 8))
+    return tirx.Cast(dt, v)
 
 
 def clz(x: PrimExpr) -> PrimExpr:

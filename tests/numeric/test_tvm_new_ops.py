@@ -67,3 +67,24 @@ def test_new_op_matches_float64_oracle(name: str, i: int) -> None:
 def test_every_new_op_has_a_rule() -> None:
     t = get_target("tvm-llvm")
     assert [n for n in NEW_OPS if not t.supports(f"ik.{n}")] == []
+
+
+CUDA_BUILDS = ["ik.sort", "ik.topk", "ik.cumsum", "ik.cummax", "ik.argmax", "ik.gather_nd", "ik.reduce_window",
+               "ik.conv", "ik.popcount", "ik.erfinv", "ik.lgamma", "ik.shift_right_arithmetic"]
+
+
+@pytest.mark.parametrize("name", CUDA_BUILDS)
+def test_new_op_builds_cuda_source(name: str, monkeypatch) -> None:
+    """tvm-cuda compiles the new ops to CUDA source here without a GPU (PTX is left out:
+    nvcc takes seconds per module and the kernels are DLight's or TOPI's GPU schedules)."""
+    from irkit.targets.tvm_kernels import common
+
+    monkeypatch.setattr(common, "find_nvcc", lambda: None)
+    art = get_target("tvm-cuda").lower(one_op_module(name, samples(name)[0]))
+    assert "__global__" in art.files["kernels.cu"]
+
+
+def test_cuda_refuses_scatter_without_reduction_clearly() -> None:
+    s = next(s for s in samples("ik.scatter_elements") if s.attrs.get("reduction", "none") == "none")
+    with pytest.raises(TargetUnavailable, match=r"tvm-cuda: 'ik.scatter_elements' at .*duplicate indices"):
+        get_target("tvm-cuda").lower(one_op_module("ik.scatter_elements", s))
