@@ -68,7 +68,7 @@ def load_plugins(args: argparse.Namespace) -> None:
 
 IMPORTED_SUFFIXES = (".onnx", ".pt2", ".hlo")
 INPUT_HELP = ("irkit IR (.mlir; - for stdin), or a model to import first: FILE.py:FACTORY, .onnx, .pt2, "
-              "StableHLO or HLO text")
+              "StableHLO or HLO text, zoo:NAME[:SIZE] (a transformers architecture, see docs/zoo.md)")
 
 
 def read_input_module(path: str) -> Any:
@@ -80,11 +80,28 @@ def read_input_module(path: str) -> Any:
     """
     from irkit.text.io import read_module
 
+    if path.startswith("zoo:"):
+        return import_zoo(path)
     if _is_foreign(path):
         from irkit.frontends import import_source
 
         return import_source(path)
     return read_module(path)
+
+
+def import_zoo(source: str) -> Any:
+    """``zoo:NAME[:SIZE]``: a transformers architecture of :mod:`irkit.zoo` (random weights), through
+    torch.export with its named dynamic dims."""
+    from irkit.frontends.torch_export import import_torch_factory
+    from irkit.zoo import factory
+
+    _, name, *rest = source.split(":")
+    if len(rest) > 1:
+        from irkit.errors import InputError
+
+        raise InputError(f"{source}: expected zoo:NAME or zoo:NAME:SIZE (toy or full)")
+    module, inputs, dyn = factory(name, rest[0] if rest else "toy")
+    return import_torch_factory(module, inputs, dyn, name="main")
 
 
 def _is_foreign(path: str) -> bool:

@@ -691,6 +691,19 @@ def _reduce(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
     axes = [normalize_axis(x, rank) for x in a.get("axes", ())] or list(range(rank))
     keep = bool(a.get("keepdims", False))
     kind = op.name[len("ik.reduce_"):]
+    if any(lw.shape(op.operand(0))[i] == 0 for i in axes):
+        # An empty reduction: TE's init sits inside the zero-extent loop and never runs (the result
+        # was uninitialised memory); the answer is the identity, as the reference computes it.
+        dt = op.results[0].dtype
+        with np.errstate(all="ignore"):
+            empty = np.zeros([lw.shape(op.operand(0))[i] if i not in axes else 0 for i in range(rank)], dt.np)
+            ref = {"sum": np.sum, "prod": np.prod, "mean": np.mean, "max": np.max, "min": np.min}[kind]
+            try:
+                value = np.asarray(ref(empty, axis=tuple(axes), keepdims=keep)).astype(dt.np)
+            except ValueError:
+                raise TargetUnavailable(f"tvm: {op.name} at {op.loc.short()} reduces an empty axis, which has "
+                                        "no identity for max/min") from None
+        return [lw.bb.emit(lw.relax.const(np.ascontiguousarray(value), _TVM_DTYPE[dt]))]
     if kind == "mean":
         n = int(np.prod([lw.shape(op.operand(0))[i] for i in axes]))
         return [lw.emit(op, lambda x: lw.topi.divide(te_ops.reduce(x, "sum", axes, keep),

@@ -7,7 +7,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from irkit.cli import args_for, command, write_output_module
+from irkit.cli import args_for, command, import_zoo, write_output_module
 from irkit.errors import InputError
 
 
@@ -36,7 +36,10 @@ def cmd_import(args: argparse.Namespace) -> int:
     from irkit.frontends import import_source
     from irkit.ir.verify import verify
 
-    m = import_source(args.source, args.format, _dynamic(args.dynamic), args.name)
+    if args.source.startswith("zoo:"):
+        m = import_zoo(args.source)
+    else:
+        m = import_source(args.source, args.format, _dynamic(args.dynamic), args.name)
     verify(m)
     write_output_module(m, args.output)
     ops = Counter(op.name for op in m.walk())

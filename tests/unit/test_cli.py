@@ -100,6 +100,18 @@ def test_inputs_drawn_at_random_are_named(model: Path, tmp_path: Path, capsys) -
     assert "output0: float32[1, 3, 128]" in cap.out
 
 
+def test_zoo_architectures_are_model_sources(tmp_path: Path, capsys) -> None:
+    """`zoo:NAME` imports a transformers architecture (random weights) wherever a model is taken."""
+    out = tmp_path / "bert.mlir"
+    assert main(["import", "zoo:bert", "-o", str(out)]) == 0
+    m = read_module(str(out))
+    assert [a.name for a in m.entry.args][:1] == ["input_ids"]
+    assert main(["run", "zoo:bert", "--bind", "B=1,S=5"]) == 0
+    assert "output0: float32[1, 5, " in capsys.readouterr().out
+    assert main(["import", "zoo:no-such-model", "-o", str(out)]) == 1
+    assert "no zoo architecture 'no-such-model'" in capsys.readouterr().err
+
+
 def test_list_passes_and_version(capsys) -> None:
     assert main(["list-passes"]) == 0
     out = capsys.readouterr().out

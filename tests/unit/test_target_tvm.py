@@ -286,3 +286,25 @@ def test_nan_propagates_through_max_min_relu_and_reductions() -> None:
     y = np.array([[np.nan, 0.5, 9.0, 1.0], [0.0, 0.0, 0.0, 0.0]], np.float32)
     got = _matches_oracle(m, [x, y])
     assert np.isnan(got[2][0, 1]) and np.isnan(got[3][0]) and got[5][0] == 1 and got[6][0] == 1
+
+
+@pytest.mark.parametrize("kind", ["sum", "prod", "mean"])
+def test_a_reduction_over_an_empty_axis_is_its_identity(kind: str) -> None:
+    """TE puts a reduction's init inside the reduced loop; with extent 0 it never ran and the result
+    was uninitialised memory (NaN or garbage, found by the random graphs with empty dims)."""
+    from irkit.interp import run
+    from irkit.ir import DType, TensorType, verify
+    from irkit.ir.builder import module_of, new_function
+    from irkit.targets.registry import get_target
+
+    f, b = new_function("main", [TensorType((2, 3, 4), DType.f32)], ["x"])
+    x = f.args[0]
+    empty = b.slice(x, start=(0, 0, 0), limit=(2, 3, 0))
+    r = getattr(b, f"reduce_{kind}")(empty, axes=(-1,), keepdims=True)
+    b.ret(b.add(x, r))
+    m = module_of(f)
+    verify(m)
+    xs = [np.random.default_rng(7).standard_normal((2, 3, 4)).astype(np.float32)]
+    want = run(m, xs, float64=True)[0]
+    got = get_target("tvm-llvm").run_module(m, xs)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, equal_nan=True)
