@@ -512,7 +512,11 @@ _TOPI_UNARY_VIA_F32 = {"tan": "tan", "asin": "asin", "acos": "acos", "atan": "at
 
 @rule(*(f"ik.{n}" for n in _TOPI_UNARY))
 def _topi_unary(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
-    return [lw.emit(op, getattr(lw.topi, _TOPI_UNARY[op.name[3:]]), ins[0])]
+    fn = getattr(lw.topi, _TOPI_UNARY[op.name[3:]])
+    if op.name in ("ik.isnan", "ik.isinf", "ik.isfinite") and op.operand(0).dtype == DType.bf16:
+        # TVM has no bf16 isnan/isinf/isfinite; widening to f32 is exact
+        return [lw.emit(op, lambda x: fn(lw.topi.cast(x, "float32")), ins[0])]
+    return [lw.emit(op, fn, ins[0])]
 
 
 @rule(*(f"ik.{n}" for n in _TOPI_UNARY_VIA_F32))
@@ -641,10 +645,12 @@ def _compare(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
                              "ge": topi.greater_equal}[name], *ins)]
     tirx = lw.tvm.tirx
 
+    from irkit.targets.tvm_kernels.te_ops import isnan
+
     def fn(a: Any, b: Any) -> Any:
         if name == "ne":
-            return (a != b) | tirx.isnan(a) | tirx.isnan(b)
-        ordered = tirx.Not(tirx.isnan(a)) & tirx.Not(tirx.isnan(b))
+            return (a != b) | isnan(a) | isnan(b)
+        ordered = tirx.Not(isnan(a)) & tirx.Not(isnan(b))
         return ordered & {"eq": a == b, "le": a <= b, "ge": a >= b}[name]
     return [lw.emit(op, _map(fn, name), *ins)]
 

@@ -217,7 +217,8 @@ def compile_kernel(kernel: Kernel) -> tuple[tvm.runtime.Executable, float]:
 
 def to_tvm(array: np.ndarray, device: Any = None) -> Any:
     """A numpy array as a TVM runtime tensor (bf16 through ml_dtypes)."""
-    return tvm.runtime.tensor(np.ascontiguousarray(array), device or tvm.cpu())
+    # np.ascontiguousarray makes a 0-d array 1-d; the reshape keeps scalars scalars
+    return tvm.runtime.tensor(np.ascontiguousarray(array).reshape(np.shape(array)), device or tvm.cpu())
 
 
 def run(

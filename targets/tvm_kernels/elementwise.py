@@ -322,6 +322,8 @@ def unary_expr(op: str, x: tirx.PrimExpr, dtype: str, fast: bool) -> tirx.PrimEx
         return x * x
     if op == "not":
         return tirx.Not(x)
+    if op in ("isnan", "isinf") and str(x.dtype) == "bfloat16":
+        x = tirx.Cast("float32", x)  # TVM has no bf16 isnan / isinf; the widening is exact
     if op == "isnan":
         return tirx.isnan(x)
     if op == "isinf":

@@ -83,18 +83,25 @@ def broadcast_map(f: Callable[..., PrimExpr], *ts: Tensor, name: str = "bcast") 
 # --------------------------------------------------------------------------- NaN-aware max/min
 
 
+def isnan(x: PrimExpr) -> PrimExpr:
+    """``tirx.isnan`` for every float type: TVM has no bf16 isnan, so bf16 is widened (exactly) first."""
+    if str(dtype_of(x)) == "bfloat16":
+        x = tirx.Cast("float32", x)
+    return tirx.isnan(x)
+
+
 def nan_max(a: PrimExpr, b: PrimExpr, floating: bool | None = None) -> PrimExpr:
     """``np.maximum``: NaN if either is NaN (``tirx.max`` is LLVM's NaN-dropping maxnum)."""
     if not (is_float(dtype_of(b)) if floating is None else floating):
         return tirx.max(a, b)
-    return tirx.Select(tirx.isnan(a) | (a > b), a, b)
+    return tirx.Select(isnan(a) | (a > b), a, b)
 
 
 def nan_min(a: PrimExpr, b: PrimExpr, floating: bool | None = None) -> PrimExpr:
     """``np.minimum``: NaN if either is NaN."""
     if not (is_float(dtype_of(b)) if floating is None else floating):
         return tirx.min(a, b)
-    return tirx.Select(tirx.isnan(a) | (a < b), a, b)
+    return tirx.Select(isnan(a) | (a < b), a, b)
 
 
 def lowest(dtype: str) -> PrimExpr:
@@ -165,7 +172,7 @@ def arg_reduce(x: Tensor, axis: int, keepdims: bool, largest: bool, last: bool) 
             o.pop(axis)
         v = x[tuple(o[:axis] + [k] + o[axis:])]
         m = best[tuple(o[:axis] + [0] + o[axis:])]
-        hit = (v == m) | (tirx.isnan(v) & tirx.isnan(m)) if f else v == m
+        hit = (v == m) | (isnan(v) & isnan(m)) if f else v == m
         idx = tirx.Select(hit, tirx.Cast("int64", k), none)
         return te.max(idx, axis=k) if last else te.min(idx, axis=k)
 
@@ -228,7 +235,7 @@ def float_floor_div(a: PrimExpr, b: PrimExpr) -> PrimExpr:
     fl = tirx.floor(div)
     fl = tirx.Select(div - fl > half, fl + one, fl)
     # NaN (an infinite dividend, a NaN operand) propagates; TIR's float != is ordered, so test it first
-    res = tirx.Select(tirx.isnan(div), div, tirx.Select(div == zero, zero, fl))
+    res = tirx.Select(isnan(div), div, tirx.Select(div == zero, zero, fl))
     return tirx.Select(b == zero, a / b, res)
 
 
@@ -294,7 +301,7 @@ def sign(x: PrimExpr) -> PrimExpr:
     dt = dtype_of(x)
     zero, one = const(0, dt), const(1, dt)
     s = tirx.Select(x > zero, one, tirx.Select(x < zero, zero - one, zero))
-    return tirx.Select(tirx.isnan(x), x, s) if is_float(dt) else s
+    return tirx.Select(isnan(x), x, s) if is_float(dt) else s
 
 
 def popcount(x: PrimExpr) -> PrimExpr:
@@ -421,7 +428,7 @@ def nextafter(x: PrimExpr, y: PrimExpr) -> PrimExpr:
     tiny = tirx.Select(y > zero, tirx.reinterpret(dt, tirx.const(1, it)), tirx.reinterpret(dt, tirx.const(-32767, it)))
     r = tirx.Select(x == zero, tiny, step)
     r = tirx.Select(x == y, y, r)
-    return tirx.Select(tirx.isnan(x) | tirx.isnan(y), x + y, r)
+    return tirx.Select(isnan(x) | isnan(y), x + y, r)
 
 
 def round_half_even(x: PrimExpr) -> PrimExpr:
@@ -605,7 +612,7 @@ def sort_key(x: Tensor) -> Tensor:
         v = x[i]
         canon = tirx.Select(v == const(0, dt), const(0, dt), v)
         b = tirx.Cast(kt, tirx.reinterpret(it, canon))
-        b = tirx.Select(tirx.isnan(v), tirx.const(nan_bits, kt), b)
+        b = tirx.Select(isnan(v), tirx.const(nan_bits, kt), b)
         return tirx.Select(b < tirx.const(0, kt), b ^ tirx.const(mask, kt), b)
 
     return te.compute(x.shape, body, name="sort_key")

@@ -308,3 +308,28 @@ def test_a_reduction_over_an_empty_axis_is_its_identity(kind: str) -> None:
     want = run(m, xs, float64=True)[0]
     got = get_target("tvm-llvm").run_module(m, xs)[0]
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, equal_nan=True)
+
+
+@pytest.mark.parametrize("name", ["ik.isnan", "ik.isinf", "ik.isfinite", "ik.ne", "ik.max"])
+def test_nan_checks_on_bf16_and_scalar_inputs(name: str) -> None:
+    """TVM has no bf16 isnan (the NaN-aware compares and max crashed on bf16), and a 0-d input reached
+    the VM as a 1-d tensor; both found by the ONNX node tests."""
+    import ml_dtypes
+
+    from irkit.interp import run
+    from irkit.ir import DType, TensorType, verify
+    from irkit.ir.builder import module_of, new_function
+    from irkit.targets.registry import get_target
+
+    binary = name in ("ik.ne", "ik.max")
+    f, b = new_function("main", [TensorType((5,), DType.bf16), TensorType((), DType.bf16)], ["x", "s"])
+    x, s = f.args
+    op = b.value(name, *([x, s] if binary else [x]))
+    b.ret(op)
+    m = module_of(f)
+    verify(m)
+    xs = [np.array([1.5, np.nan, -np.inf, 0.25, 3.0]).astype(ml_dtypes.bfloat16),
+          np.array(0.25, dtype=ml_dtypes.bfloat16)]
+    want = run(m, xs, float64=True)[0]
+    got = get_target("tvm-llvm").run_module(m, xs)[0]
+    np.testing.assert_array_equal(np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64))
