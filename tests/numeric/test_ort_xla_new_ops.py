@@ -44,7 +44,7 @@ NEW_OPS = [
     "ik.dynamic_slice", "ik.dynamic_update_slice", "ik.reverse", "ik.sort", "ik.topk", "ik.reduce_window",
     "ik.conv",
 ]
-"""The ops of issue 14 (/tmp/irkit/OPSPEC.md), argmax for its new select_last_index."""
+"""The coverage ops (docs/ir.md), and argmax for its new select_last_index."""
 
 ORT_REFUSES = {
     "ik.erfinv": "no erfinv",
