@@ -37,8 +37,7 @@ from irkit.conformance.results import (
     Tol,
     all_rows,
     classify_error,
-    close_to_float64,
-    normwise_close,
+    rounding_judge,
     run_on_targets,
 )
 from irkit.conformance.runner import Case
@@ -124,22 +123,12 @@ def run_case(case: Case, targets: Sequence[str], peers: bool) -> list[CaseResult
         return all_rows(case.id, case.group, runners, "skip", "out of scope: complex outputs")
     inputs = [np.asarray(a) for a in jax.tree_util.tree_leaves(args)]
     tol = Tol(1e-6, 1e-6)
-    f64: list[Any] = []
+    def float64_outputs() -> list[Any]:
+        with jax.enable_x64(True):
+            wide = [x.astype(np.float64) if np.asarray(x).dtype == np.float32 else x for x in args]
+            return _leaves(jax.jit(h.dyn_fun, keep_unused=True)(*wide))
 
-    def second_opinion(i: int, a: np.ndarray, e: np.ndarray) -> bool:
-        """Rounding, not a wrong answer: normwise close, or as close to JAX in float64 as JAX in float32."""
-        if a.dtype.kind != "f" or e.dtype.kind != "f":
-            return False
-        if normwise_close(a, e):
-            return True
-        if not f64:
-            try:
-                with jax.enable_x64(True):
-                    wide = [x.astype(np.float64) if np.asarray(x).dtype == np.float32 else x for x in args]
-                    f64.extend(_leaves(jax.jit(h.dyn_fun, keep_unused=True)(*wide)))
-            except Exception:  # noqa: BLE001 - no float64 form: no second opinion
-                f64.append(None)
-        return len(f64) > i and f64[i] is not None and close_to_float64(a, e, f64[i], tol)
+    second_opinion = rounding_judge(float64_outputs, tol)
 
     rows: list[CaseResult] = []
     for path in PATHS:

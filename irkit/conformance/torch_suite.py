@@ -37,9 +37,8 @@ from irkit.conformance.results import (
     Tol,
     all_rows,
     classify_error,
-    close_to_float64,
     judge,
-    normwise_close,
+    rounding_judge,
     run_on_targets,
 )
 from irkit.conformance.runner import Case
@@ -251,20 +250,7 @@ def run_case(case: Case, targets: Sequence[str], peers: bool) -> list[CaseResult
     inputs = [_np(t) for t in sm.tensors]
     expected = [_np(t) for t in expected_t]
     tol = _tol(expected)
-    f64: list[Any] = []
-
-    def second_opinion(i: int, a: np.ndarray, e: np.ndarray) -> bool:
-        """Rounding, not a wrong answer: normwise close, or as close to eager float64 as eager float32."""
-        if a.dtype.kind != "f" or e.dtype.kind != "f":
-            return False
-        if normwise_close(a, e):
-            return True
-        if not f64:
-            try:
-                f64.extend(_np(t) for t in sm.eager(torch.float64))
-            except Exception:  # noqa: BLE001 - no float64 kernel: no second opinion
-                f64.append(None)
-        return len(f64) > i and f64[i] is not None and close_to_float64(a, e, f64[i], tol)
+    second_opinion = rounding_judge(lambda: [_np(t) for t in sm.eager(torch.float64)], tol)
 
     rows: list[CaseResult] = []
     mine = [(INTERP, INTERP)] + [(t, t) for t in targets]
