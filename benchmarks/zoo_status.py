@@ -259,7 +259,9 @@ def _merge(path: Path, rows: list[dict[str, Any]]) -> None:
     for r in rows:
         keep[r["name"]] = r
     doc["rows"] = list(keep.values())
-    path.write_text(json.dumps(doc, indent=1, default=str))
+    from irkit.fileio import atomic_write
+
+    atomic_write(path, json.dumps(doc, indent=1, default=str))
 
 
 if __name__ == "__main__":

@@ -200,17 +200,12 @@ def run_pool(cases: Sequence[Case], plan: Plan, jobs: int, timeout: float,
             for w in list(busy):
                 case = w.case
                 assert case is not None
-                finished = False
+                got: list[CaseResult] | None = None
                 if w.conn in ready:
                     try:
                         got, rss = w.conn.recv()
-                        rows.extend(got)
-                        if on_rows:
-                            on_rows(got)
                         peak = max(peak, rss)
-                        finished = True
                         w.done += 1
-                        w.case = None
                         recycle = w.done >= RECYCLE_AFTER or rss > RSS_LIMIT_MB
                     except (EOFError, OSError):
                         code = w.proc.exitcode
@@ -218,23 +213,17 @@ def run_pool(cases: Sequence[Case], plan: Plan, jobs: int, timeout: float,
                         code = w.proc.exitcode if code is None else code
                         got = all_rows(case.id, case.group, plan.runners, "crash",
                                        f"worker process died (exit code {code}) while running this case")
-                        rows.extend(got)
-                        if on_rows:
-                            on_rows(got)
-                        finished, recycle = True, True
-                        w.case = None
+                        recycle = True
                 elif time.monotonic() - w.started > timeout + (startup_grace if w.done == 0 else 0):
                     got = all_rows(case.id, case.group, plan.runners, "crash",
                                    f"timed out after {timeout:g} s (worker killed)")
+                    recycle = True
+                    w.stop(kill=True)
+                if got is not None:
+                    w.case = None
                     rows.extend(got)
                     if on_rows:
                         on_rows(got)
-                    finished, recycle = True, True
-                    w.case = None
-                    w.stop(kill=True)
-                else:
-                    continue
-                if finished:
                     n_done += 1
                     if progress:
                         progress(n_done, len(cases))
