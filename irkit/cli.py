@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -82,11 +83,36 @@ def read_input_module(path: str) -> Any:
 
     if path.startswith("zoo:"):
         return import_zoo(path)
+    _check_plain_input(path)
     if _is_foreign(path):
         from irkit.frontends import import_source
 
         return import_source(path)
     return read_module(path)
+
+
+def _check_plain_input(path: str) -> None:
+    """One clear line for inputs that would otherwise fail deep in a parser: a Python file
+    without its factory, an empty IR file."""
+    from irkit.errors import InputError
+
+    p = Path(path)
+    if path == "-" or not p.is_file():
+        return
+    if p.suffix == ".py":
+        import ast
+
+        try:
+            tree = ast.parse(p.read_text(encoding="utf-8", errors="replace"))
+            defs = [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")]
+        except SyntaxError:
+            defs = []
+        has = f" (it defines {', '.join(defs[:8])}{', ...' if len(defs) > 8 else ''})" if defs else ""
+        raise InputError(f"{path} is Python: name the factory, FILE.py:FACTORY, e.g. {path}:{defs[0] if defs else 'model'}{has}")
+    if p.suffix.lower() in (".mlir", ".ir", ".txt", "") and p.stat().st_size < 4096:
+        text = p.read_text(encoding="utf-8", errors="replace")
+        if not "".join(ln for ln in text.splitlines() if not ln.strip().startswith("//")).strip():
+            raise InputError(f"{path}: empty file, expected a module (write one with `irkit import` or see docs/ir.md)")
 
 
 def import_zoo(source: str) -> Any:
@@ -133,50 +159,107 @@ def write_output_module(m: Any, path: str) -> None:
 
 
 def load_inputs(path: str | None, fn: Any, seed: int, bind: dict[str, int] | None = None) -> list[np.ndarray]:
-    """Inputs from an .npz (by name or argN), missing ones drawn at random from ``seed`` at the
-    shapes ``bind`` (``--bind``) and the given inputs imply; each drawn one is named on stderr."""
+    """Inputs from an .npz, keyed by argument name or by position (``argN``, or ``arr_N`` as
+    ``numpy.savez(path, x, y)`` writes them); missing ones drawn at random from ``seed`` at the
+    shapes ``bind`` (``--bind``) and the given inputs imply, each drawn one named in a warning.
+
+    An array whose dtype differs from the argument's is cast with a warning when nothing is lost
+    (float64 data for an f32 argument, integral float ids for an i64 one) and refused otherwise.
+    """
     from irkit.errors import InputError
     from irkit.interp import bind_symbols, default_bindings, random_inputs
 
     if not path:
         return random_inputs(fn, seed, default_bindings(fn, bind or {}))
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            given = {k: z[k] for k in z.files}
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except (ValueError, OSError) as e:
-        raise InputError(f"{path}: not a NumPy .npz archive ({e})") from None
+    given = read_npz(path)
     names = fn.arg_names()
-    known = set(names) | {f"arg{i}" for i in range(len(names))}
-    extra = sorted(set(given) - known)
-    if extra:
-        raise InputError(f"{path}: unknown inputs {', '.join(extra)}; the function takes {', '.join(names)}")
+    by_arg: dict[int, tuple[str, np.ndarray]] = {}
+    unknown = []
+    for k, x in given.items():
+        m = re.fullmatch(r"(?:arg|arr_)(\d+)", k)
+        i = names.index(k) if k in names else (int(m.group(1)) if m and int(m.group(1)) < len(names) else None)
+        if i is None:
+            unknown.append(k)
+        elif i in by_arg:
+            raise InputError(f"{path}: '{by_arg[i][0]}' and '{k}' both give argument {i} ({names[i]}); keep one")
+        else:
+            by_arg[i] = (k, x)
+    if unknown:
+        raise InputError(f"{path}: unknown inputs {', '.join(sorted(unknown))}; the function takes "
+                         f"{', '.join(names)} (or argN / arr_N by position, N < {len(names)})")
+    for i, (k, x) in list(by_arg.items()):
+        by_arg[i] = (k, _cast_input(path, k, names[i], x, fn.args[i].type.dtype))
     # Bind symbols from the inputs that are given, so random ones get matching shapes.
     partial: dict[str, int] = dict(bind or {})
-    for i, (a, n) in enumerate(zip(fn.args, names)):
-        x = given.get(n, given.get(f"arg{i}"))
-        if x is not None:
+    for i, a in enumerate(fn.args):
+        if i in by_arg:
             from irkit.ir.types import SymDim
 
-            for d, s in zip(a.type.shape, np.shape(x)):
+            for d, s in zip(a.type.shape, np.shape(by_arg[i][1])):
                 if isinstance(d, SymDim) and d.is_symbol:
                     partial[d.name] = int(s)
     rnd = random_inputs(fn, seed, default_bindings(fn, partial))
     out = []
     drawn = []
     for i, (n, r) in enumerate(zip(names, rnd)):
-        x = given.get(n, given.get(f"arg{i}"))
-        if x is None:
+        if i in by_arg:
+            out.append(by_arg[i][1])
+        else:
             drawn.append(n)
-        out.append(np.asarray(x) if x is not None else r)
+            out.append(r)
     if drawn:
-        sys.stderr.write(f"irkit: note: {path} has no {', '.join(drawn)}; drawn at random (seed {seed})\n")
+        sys.stderr.write(f"irkit: warning: {path} has no {', '.join(drawn)}; drawn at random with --seed {seed}\n")
     try:
         bind_symbols(fn, out)
     except ValueError as e:
         raise InputError(f"{path}: {e}") from None
     return out
+
+
+def read_npz(path: str) -> dict[str, np.ndarray]:
+    """The arrays of an .npz archive; a missing or foreign file is one clear :class:`InputError`."""
+    import zipfile
+
+    from irkit.errors import InputError
+
+    if not Path(path).is_file():
+        raise InputError(f"{path}: no such file")
+    if not zipfile.is_zipfile(path):
+        raise InputError(f"{path} is not an .npz archive (write inputs with numpy.savez)")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except (ValueError, OSError, zipfile.BadZipFile) as e:
+        why = "it holds Python objects, not plain arrays" if "pickle" in str(e) else str(e).splitlines()[0]
+        raise InputError(f"{path}: cannot read the .npz archive ({why}); write inputs with numpy.savez") from None
+
+
+def _cast_input(path: str, key: str, name: str, x: np.ndarray, dt: Any) -> np.ndarray:
+    """``x`` as the argument's dtype ``dt``: a cast that keeps every value is a warning, a lossy one an error."""
+    from irkit.errors import InputError
+
+    x = np.asarray(x)
+    want = dt.np
+    if x.dtype == want:
+        return x
+    label = f"{path}: {key}" + (f" ({name})" if key != name else "")
+    if x.dtype.kind not in "biuf" and x.dtype.name != "bfloat16":
+        raise InputError(f"{label} is {x.dtype}; the argument is {dt}")
+    with np.errstate(all="ignore"):
+        y = x.astype(want)
+    if dt.is_float:
+        # Rounding float64 to a narrower float is the intended use; overflow to inf is not.
+        if x.dtype.kind in "f" and np.isfinite(x).all() and not np.isfinite(y.astype(np.float64)).all():
+            raise InputError(f"{label}: {x.dtype} values overflow {dt}; the argument is {dt}")
+    else:
+        with np.errstate(all="ignore"):
+            same = np.array_equal(y.astype(np.float64) if x.dtype.kind == "f" else y, x)
+        if not same:
+            bad = "fractional or out-of-range" if x.dtype.kind == "f" else "out-of-range"
+            raise InputError(f"{label} is {x.dtype} with {bad} values; the argument is {dt}: "
+                             f"write it as {want} (e.g. x.astype(numpy.{want}))")
+    sys.stderr.write(f"irkit: warning: {label} is {x.dtype}; cast to {want} for the {dt} argument\n")
+    return y
 
 
 def save_npz(path: str, arrays: Sequence[np.ndarray], prefix: str = "output") -> None:
@@ -232,7 +315,8 @@ def cmd_opt(args: argparse.Namespace) -> int:
     from irkit.text.parser import ParseError
 
     load_plugins(args)
-    parse_pipeline(args.pipeline)  # fail early on a bad pipeline, before reading input
+    passes = parse_pipeline(args.pipeline)  # fail early on a bad pipeline, before reading input
+    _check_print_ir_names(args, [p.name for p in passes])
 
     def process(m: Any) -> tuple[Any, PassManager]:
         verify(m)
@@ -290,6 +374,24 @@ def cmd_opt(args: argparse.Namespace) -> int:
     return status
 
 
+def _check_print_ir_names(args: argparse.Namespace, in_pipeline: list[str]) -> None:
+    """``--print-ir-before/after=NAME``: an unknown pass is an error (with a did-you-mean), a
+    known one that the pipeline does not run is a warning (nothing would be printed)."""
+    from irkit.passmanager import get_pass_class
+
+    for flag, names in (("--print-ir-before", args.print_ir_before), ("--print-ir-after", args.print_ir_after)):
+        for n in names:
+            try:
+                get_pass_class(n)
+            except Exception as e:
+                from irkit.errors import PipelineError
+
+                raise PipelineError(f"{flag}={n}: {e}") from None
+            if n not in in_pipeline:
+                sys.stderr.write(f"irkit: warning: {flag}={n}: '{n}' is not in the pipeline "
+                                 f"({', '.join(in_pipeline) or 'empty'}); nothing will be printed for it\n")
+
+
 # ---------------------------------------------------------------------------
 # run
 
@@ -298,7 +400,8 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("input", help=INPUT_HELP)
     add_pipeline_args(p)
     p.add_argument("--target", default="reference", help="where to run (see `irkit list-targets`)")
-    p.add_argument("--inputs", help=".npz with inputs keyed by argument name or arg0, arg1...")
+    p.add_argument("--inputs", help=".npz with inputs keyed by argument name, or by position as arg0, arg1... "
+                   "or arr_0, arr_1... (what numpy.savez(FILE, x, y) writes); missing ones are drawn at random")
     p.add_argument("--seed", type=int, default=0, help="seed for inputs not given in --inputs")
     p.add_argument("-o", "--output", help="write outputs to this .npz (output0, output1, ...)")
     p.add_argument("--float64", action="store_true", help="run the interpreter as the float64 oracle")

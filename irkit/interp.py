@@ -257,6 +257,57 @@ def run(m: Module | Function, inputs: Sequence[np.ndarray] | Mapping[str, np.nda
     return Interpreter(float64).run(m, inputs, fn)
 
 
+def run_function_stateful(m: Module | Function, inputs: Sequence[np.ndarray | None] | Mapping[str, np.ndarray],
+                          state: dict[int, np.ndarray], *, float64: bool = False,
+                          fn: str | None = None) -> list[np.ndarray]:
+    """Run one step of a function with resident buffers, honouring its ``aliases``.
+
+    ``state`` maps argument index -> the caller's buffer for that argument.  An input
+    given as ``None`` (or left out of a mapping) is read from ``state``; a given input
+    for an aliased argument replaces its buffer.  After the run, every aliased
+    argument's buffer in ``state`` holds the value of its output (the function's
+    ``aliases`` attribute, see :mod:`irkit.ir.aliases`), so calling again with
+    ``None`` continues from the updated state.  Returns all outputs, the aliased ones
+    included.  ``state`` is updated only when the run succeeds.
+    """
+    from irkit.ir.aliases import get_aliases
+
+    f = _entry(m, fn)
+    names = f.arg_names()
+    if isinstance(inputs, Mapping):
+        given = {}
+        for i, n in enumerate(names):
+            if n in inputs:
+                given[i] = inputs[n]
+            elif f"arg{i}" in inputs:
+                given[i] = inputs[f"arg{i}"]
+        known = set(names) | {f"arg{i}" for i in range(len(names))}
+        extra = [k for k in inputs if k not in known]
+        if extra:
+            raise InputError(f"unknown inputs: {', '.join(extra)}; @{f.name} takes {', '.join(names)}")
+        seq: list[np.ndarray | None] = [given.get(i) for i in range(len(names))]
+    else:
+        seq = list(inputs)
+    if len(seq) != len(f.args):
+        raise InputError(f"@{f.name} takes {len(f.args)} inputs ({', '.join(names)}), got {len(seq)}")
+    xs: list[np.ndarray] = []
+    for i, x in enumerate(seq):
+        if x is None:
+            if i not in state:
+                raise InputError(f"input '{names[i]}' (argument {i}) is None but no resident buffer is bound "
+                                 "for it; pass an array on the first call")
+            x = state[i]
+        xs.append(np.asarray(x))
+    try:
+        aliases = get_aliases(f)
+    except ValueError as e:
+        raise InputError(str(e)) from None
+    outs = Interpreter(float64).run(f, xs)
+    for o, a in aliases.items():
+        state[a] = outs[o]
+    return outs
+
+
 def order_inputs(f: Function, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
     """Inputs keyed by argument name or by position (``arg0``, ``arg1``...), in order."""
     names = f.arg_names()
@@ -356,5 +407,5 @@ def random_inputs(fn: Function, seed: int = 0, bindings: Mapping[str, int] | Non
     return out
 
 
-__all__ = ["Interpreter", "InterpError", "int_cast_cone", "run", "random_inputs", "bind_symbols", "order_inputs",
-           "default_bindings"]
+__all__ = ["Interpreter", "InterpError", "int_cast_cone", "run", "run_function_stateful", "random_inputs",
+           "bind_symbols", "order_inputs", "default_bindings"]

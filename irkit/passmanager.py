@@ -69,6 +69,22 @@ class Pass:
             out.append(PassOption(f.name, hints.get(f.name, str), default, docs.get(f.name, "")))
         return out
 
+    def check_options(self) -> None:
+        """Check option values when the pipeline is parsed (before any input is read); raise
+        ``ValueError`` naming the problem, e.g. ``"min-dim must be >= 1, got -5"``.  Subclasses
+        that override it call ``super().check_options()``.  The default checks every string
+        option documented as a hardware description (``target=tpu-v5e``) against the known specs."""
+        docs = _field_docs(type(self))
+        for o in self.options():
+            v = getattr(self, o.name)
+            if isinstance(v, str) and "hardware description" in docs.get(o.name, ""):
+                from irkit.targets.hwspec import load_spec  # lazily: passes sit below targets
+
+                try:
+                    load_spec(v)
+                except IrkitError as e:
+                    raise _OptionError(o.name, v, str(e)) from None
+
     def pipeline_text(self) -> str:
         opts = []
         for o in self.options():
@@ -356,9 +372,25 @@ def make_pass(name: str, options: dict[str, str] | None = None) -> Pass:
             raise PipelineError(f"pass '{name}' has no option '{raw_key}' (options: {known})")
         kwargs[key] = _convert(name, raw_key, raw, fields[key].type)
     try:
-        return cls(**kwargs)
+        p = cls(**kwargs)
     except (TypeError, ValueError) as e:
         raise PipelineError(f"pass '{name}': {e}") from None
+    try:
+        p.check_options()
+    except _OptionError as e:
+        raw = (options or {}).get(e.option.replace("_", "-"), (options or {}).get(e.option, e.value))
+        raise PipelineError(f"pass '{name}': option '{e.option.replace('_', '-')}={raw}': {e.message}") from None
+    except (ValueError, IrkitError) as e:
+        raise PipelineError(f"pass '{name}': {e}") from None
+    return p
+
+
+class _OptionError(ValueError):
+    """A pass option's value is not usable (raised by :meth:`Pass.check_options`)."""
+
+    def __init__(self, option: str, value: Any, message: str):
+        super().__init__(f"{option}={value}: {message}")
+        self.option, self.value, self.message = option, value, message
 
 
 def _convert(pname: str, key: str, raw: str, ty: Any) -> Any:
@@ -548,16 +580,37 @@ class PassManager:
         lines.append(f"  {total:8.4f} (100.0%)  Total")
         return "\n".join(lines) + "\n"
 
+    @property
+    def stats(self) -> dict[str, dict[str, int]]:
+        """What the passes counted, by pass name: each rewrite pattern's ``NAME.tried``,
+        ``NAME.matched`` and ``NAME.applied``, and the passes' own counters
+        (``fused-attentions``, ``dead-ops-erased``, ...).  The same numbers as ``--statistics``."""
+        return self.ctx.stats
+
     def statistics_report(self) -> str:
+        """``--statistics``: per pass, a tried/matched/applied row for every pattern that was
+        tried, then the pass's other counters."""
         lines = ["===-------------------------------------------------------------------------===",
                  "                         ... Statistics Collected ...",
                  "===-------------------------------------------------------------------------==="]
         for pname, d in self.ctx.stats.items():
-            shown = [(k, v) for k, v in sorted(d.items()) if v and not k.endswith(".tried")]
-            if not shown:
+            patterns: dict[str, dict[str, int]] = {}
+            other: list[tuple[str, int]] = []
+            for k, v in d.items():
+                base, _, kind = k.rpartition(".")
+                if kind in ("tried", "matched", "applied") and base:
+                    patterns.setdefault(base, {})[kind] = v
+                elif v:
+                    other.append((k, v))
+            rows = sorted((p, c) for p, c in patterns.items() if any(c.values()))
+            if not rows and not other:
                 continue
             lines.append(f"{pname}")
-            for k, v in shown:
+            if rows:
+                lines.append(f"  {'tried':>8} {'matched':>8} {'applied':>8}  pattern")
+                for p, c in rows:
+                    lines.append(f"  {c.get('tried', 0):>8} {c.get('matched', 0):>8} {c.get('applied', 0):>8}  {p}")
+            for k, v in sorted(other):
                 lines.append(f"  {v:>8}  {k}")
         if len(lines) == 3:
             lines.append("  (no statistics)")

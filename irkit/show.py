@@ -25,6 +25,44 @@ COLORS = {"attention": "#e45756", "norm": "#72b7b2", "contraction": "#4c78a8", "
 _FUSED_FILL = {"elementwise": "#fff3c4", "matmul_epilogue": "#dbe9f6", "attention": "#fbd5d5"}
 
 
+def summary(m: Module, top: int = 8) -> str:
+    """A few lines about ``m`` for a terminal or a notebook: each function's signature, its op
+    counts (most common first), fused regions by kind, and its weights (count, parameters,
+    bytes) — never the weights themselves (``print_module(m, elide_weights=True)`` shows the
+    ops with the weights elided)."""
+    from collections import Counter
+
+    from irkit.ir.core import Dense
+    from irkit.text.printer import type_str
+
+    lines = []
+    for f in m.functions:
+        args = ", ".join(f"%{n}: {type_str(a.type)}" for n, a in zip(f.arg_names(), f.args))
+        res = ", ".join(type_str(t) for t in f.result_types)
+        lines.append(f"@{f.name}({args}) -> ({res})")
+        ops = Counter(op.name for op in f.walk())
+        n = sum(ops.values())
+        shown = ", ".join(f"{k} x{v}" for k, v in ops.most_common(top))
+        more = f", +{len(ops) - top} more kinds" if len(ops) > top else ""
+        lines.append(f"  {n} ops: {shown}{more}")
+        fused = Counter(str(op.attrs.get("kind", "elementwise")) for op in f.walk() if op.name == "ik.fused")
+        if fused or ops.get("ik.attention"):
+            parts = [f"ik.fused x{sum(fused.values())} ({', '.join(f'{k} {v}' for k, v in sorted(fused.items()))})"] \
+                if fused else []
+            if ops.get("ik.attention"):
+                parts.append(f"ik.attention x{ops['ik.attention']}")
+            lines.append(f"  fused: {', '.join(parts)}")
+        consts = [op.attrs.get("value") for op in f.walk() if op.name == "ik.constant"]
+        big = [d for d in consts if isinstance(d, Dense) and not d.is_splat and d.size > 16]
+        params = sum(int(d.size) for d in big)
+        nbytes = sum(int(d.size) * d.dtype.itemsize for d in big)
+        lines.append(f"  weights: {len(big)} tensors, {params:,} parameters, {nbytes / 1e6:.3g} MB")
+        aliases = f.attrs.get("aliases") if hasattr(f, "attrs") else None
+        if aliases:
+            lines.append("  aliases: " + ", ".join(f"output {o} -> arg {a}" for o, a in aliases))
+    return "\n".join(lines) + "\n"
+
+
 def category(op: Op) -> str:
     from irkit.ir.ops import OPS
 

@@ -18,7 +18,6 @@ import numpy as np
 from irkit.ir.builder import Builder
 from irkit.ir.core import Dense, Module, Op, Value
 from irkit.ir.ops import named_operands
-
 from irkit.passmanager import Pass, PassContext, register_pass
 
 

@@ -296,7 +296,7 @@ def keep_pattern(keep: Value, scores_shape: Sequence) -> tuple[str, str]:
 # Rewrite helpers
 
 
-def mk(rw: Rewriter, before: Op, name: str, *operands: Value | None, **attrs) -> Value:
+def emit_op(rw: Rewriter, before: Op, name: str, *operands: Value | None, **attrs) -> Value:
     """Create ``name`` before ``before`` (location of ``before``) and return its single result."""
     return rw.create(before, name, list(operands), attrs).results[0]
 
@@ -315,7 +315,7 @@ def transposed(rw: Rewriter, before: Op, x: Value, perm: Sequence[int]) -> Value
         x = p.operand(0)
     if perm == tuple(range(len(perm))):
         return x
-    return mk(rw, before, "ik.transpose", x, perm=perm)
+    return emit_op(rw, before, "ik.transpose", x, perm=perm)
 
 
 def reshaped(rw: Rewriter, before: Op, x: Value, shape: Sequence) -> Value:
@@ -326,7 +326,7 @@ def reshaped(rw: Rewriter, before: Op, x: Value, shape: Sequence) -> Value:
         x = p.operand(0)
     if tuple(x.type.shape) == shape:
         return x
-    return mk(rw, before, "ik.reshape", x, shape=shape)
+    return emit_op(rw, before, "ik.reshape", x, shape=shape)
 
 
 # ---------------------------------------------------------------------------
@@ -409,7 +409,7 @@ class BatchReshapeOutOfMatmul(Pattern):
         x4 = reshaped(rw, op, x, lead + tuple(x.type.shape[-2:]))
         y4 = reshaped(rw, op, y, lead + tuple(y.type.shape[-2:]))
         mm = rw.create(op, "ik.matmul", [x4, y4], {}).results[0]
-        out = mk(rw, op, "ik.reshape", mm, shape=op.results[0].type.shape)
+        out = emit_op(rw, op, "ik.reshape", mm, shape=op.results[0].type.shape)
         rw.replace_op(op, [out])
 
 
@@ -716,7 +716,7 @@ class ScaleDivToMul(Pattern):
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
         x = op.operand(0)
         c = const_scalar(rw, op, 1.0 / m["f"], x.type.dtype)
-        rw.replace_op(op, [mk(rw, op, "ik.mul", x, c)])
+        rw.replace_op(op, [emit_op(rw, op, "ik.mul", x, c)])
 
 
 class ScaleCombine(Pattern):
@@ -747,7 +747,7 @@ class ScaleCombine(Pattern):
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
         x = m["x"]
         c = const_scalar(rw, op, m["f"], x.type.dtype)
-        rw.replace_op(op, [mk(rw, op, "ik.mul", x, c)])
+        rw.replace_op(op, [emit_op(rw, op, "ik.mul", x, c)])
 
 
 class ScaleThroughShape(Pattern):
@@ -778,7 +778,7 @@ class ScaleThroughShape(Pattern):
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
         inner = rw.create(op, op.name, [m["x"]], dict(op.attrs)).results[0]
         c = const_scalar(rw, op, m["f"], inner.type.dtype)
-        rw.replace_op(op, [mk(rw, op, "ik.mul", inner, c)])
+        rw.replace_op(op, [emit_op(rw, op, "ik.mul", inner, c)])
 
 
 class ScaleOutOfScores(Pattern):
@@ -819,7 +819,7 @@ class ScaleOutOfScores(Pattern):
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
         mm = rw.create(op, op.name, m["operands"], dict(op.attrs)).results[0]
         c = const_scalar(rw, op, m["f"], mm.type.dtype)
-        rw.replace_op(op, [mk(rw, op, "ik.mul", mm, c)])
+        rw.replace_op(op, [emit_op(rw, op, "ik.mul", mm, c)])
 
 
 # ---------------------------------------------------------------------------
@@ -833,8 +833,8 @@ def _not(rw: Rewriter, before: Op, c: Value) -> Value:
     for a, b in (("ik.eq", "ik.ne"), ("ik.ne", "ik.eq")):
         q = op_is(c, a)
         if q is not None:
-            return mk(rw, before, b, *q.operands)
-    return mk(rw, before, "ik.not", c)
+            return emit_op(rw, before, b, *q.operands)
+    return emit_op(rw, before, "ik.not", c)
 
 
 class WhereNot(Pattern):
@@ -858,7 +858,7 @@ class WhereNot(Pattern):
 
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
         c, x, y = op.operands
-        rw.replace_op(op, [mk(rw, op, "ik.where", c.producer.operand(0), y, x)])  # type: ignore[union-attr]
+        rw.replace_op(op, [emit_op(rw, op, "ik.where", c.producer.operand(0), y, x)])  # type: ignore[union-attr]
 
 
 class MaskFillOnElse(Pattern):
@@ -881,7 +881,7 @@ class MaskFillOnElse(Pattern):
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
         c, x, y = op.operands
         keep = _not(rw, op, c)
-        rw.replace_op(op, [mk(rw, op, "ik.where", keep, y, x)])
+        rw.replace_op(op, [emit_op(rw, op, "ik.where", keep, y, x)])
 
 
 class NotCompare(Pattern):
@@ -909,7 +909,7 @@ class NotCompare(Pattern):
 
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
         p = op.operand(0).producer
-        rw.replace_op(op, [mk(rw, op, m["name"], *p.operands)])  # type: ignore[union-attr]
+        rw.replace_op(op, [emit_op(rw, op, m["name"], *p.operands)])  # type: ignore[union-attr]
 
 
 class MergeWhereMasks(Pattern):
@@ -935,8 +935,8 @@ class MergeWhereMasks(Pattern):
         return Match(a=a, b=b, x=x)
 
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
-        keep = mk(rw, op, "ik.and", m["a"], m["b"])
-        out = mk(rw, op, "ik.where", keep, m["x"], op.operand(2))
+        keep = emit_op(rw, op, "ik.and", m["a"], m["b"])
+        out = emit_op(rw, op, "ik.where", keep, m["x"], op.operand(2))
         if out.type != op.results[0].type:
             return
         rw.replace_op(op, [out])
@@ -971,7 +971,7 @@ class AdditiveInfMask(Pattern):
 
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
         fill = const_scalar(rw, op, -math.inf, m["x"].type.dtype)
-        out = mk(rw, op, "ik.where", m["keep"], m["x"], fill)
+        out = emit_op(rw, op, "ik.where", m["keep"], m["x"], fill)
         rw.replace_op(op, [out])
 
 
@@ -1010,8 +1010,8 @@ class WhereBiasInside(Pattern):
         return None
 
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
-        s = mk(rw, op, "ik.add", m["x"], m["b"])
-        out = mk(rw, op, "ik.where", m["keep"], s, m["fill"])
+        s = emit_op(rw, op, "ik.add", m["x"], m["b"])
+        out = emit_op(rw, op, "ik.where", m["keep"], s, m["fill"])
         if out.type != op.results[0].type:
             return
         rw.replace_op(op, [out])
@@ -1062,10 +1062,10 @@ class OneMinusMaskTimesC(Pattern):
         zero = const_scalar(rw, op, 0.0, dt)
         fill = const_scalar(rw, op, m["c"], dt)
         if m["kind"] == "bool-times-c":
-            out = mk(rw, op, "ik.where", mm, fill, zero)
+            out = emit_op(rw, op, "ik.where", mm, fill, zero)
         else:
-            keep = mm if mm.type.dtype.is_bool else mk(rw, op, "ik.ne", mm, const_scalar(rw, op, 0, mm.type.dtype))
-            out = mk(rw, op, "ik.where", keep, zero, fill)
+            keep = mm if mm.type.dtype.is_bool else emit_op(rw, op, "ik.ne", mm, const_scalar(rw, op, 0, mm.type.dtype))
+            out = emit_op(rw, op, "ik.where", keep, zero, fill)
         if out.type != op.results[0].type:
             return
         rw.replace_op(op, [out])
@@ -1163,7 +1163,7 @@ class RaiseSoftmax(Pattern):
 
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
         x: Value = m["x"]
-        out = mk(rw, op, "ik.softmax", x, axis=m["axis"] - x.type.rank)
+        out = emit_op(rw, op, "ik.softmax", x, axis=m["axis"] - x.type.rank)
         rw.replace_op(op, [out])
 
 
@@ -1193,12 +1193,12 @@ __all__ = [
     "attention_canonicalization_patterns",
     "cone",
     "const_scalar",
+    "emit_op",
     "evaluate",
     "float_splat",
     "int_splat",
     "is_mask_fill",
     "keep_pattern",
-    "mk",
     "reshaped",
     "same_value",
     "sample_bindings",

@@ -27,13 +27,13 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from irkit.passes.canon_attention import emit_op, is_float_cast
+from irkit.passes.fuse_attention import run_fusion
 from scipy import special
 
 from irkit.ir.core import Location, Op, Value
 from irkit.ir.ops import BINARY, UNARY
 from irkit.ir.types import DType
-from irkit.passes.canon_attention import is_float_cast, mk
-from irkit.passes.fuse_attention import run_fusion
 from irkit.passmanager import Pass, PassContext, register_pass
 from irkit.rewrite import Fail, Match, NearMiss, Pattern, Rewriter, splat_constant
 
@@ -260,12 +260,12 @@ class FuseActivationPattern(Pattern):
         xd, od = x.type.dtype, out_t.dtype
         wider_in = xd != od and xd.is_float and _MANTISSA.get(xd, 0) > _MANTISSA.get(od, 0)
         if xd != od and not wider_in:
-            x = mk(rw, root, "ik.cast", x, to=od)  # f16 in, math upcast: compute in the result type
+            x = emit_op(rw, root, "ik.cast", x, to=od)  # f16 in, math upcast: compute in the result type
         y = rw.create(root, m["opname"], [x], dict(m["attrs"]), loc=loc).results[0]
         if wider_in:  # f32 math rounded to f16 at the end: compute wide, round once, as written
-            y = mk(rw, root, "ik.cast", y, to=od)
+            y = emit_op(rw, root, "ik.cast", y, to=od)
         if y.type.shape != out_t.shape:  # x read through a reshape of leading 1s: the root's shape
-            y = mk(rw, root, "ik.reshape", y, shape=tuple(out_t.shape))
+            y = emit_op(rw, root, "ik.reshape", y, shape=tuple(out_t.shape))
         if y.type != out_t:
             return
         rw.replace_op(root, [y])

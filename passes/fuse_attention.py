@@ -41,6 +41,19 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+from irkit.passes.canon_attention import (
+    const_scalar,
+    emit_op,
+    float_splat,
+    is_float_cast,
+    is_mask_fill,
+    keep_pattern,
+    op_is,
+    reshaped,
+    sample_bindings,
+    scalar_factor,
+    transposed,
+)
 
 from irkit.ir.core import Location, Op, Value
 from irkit.ir.types import (
@@ -50,19 +63,6 @@ from irkit.ir.types import (
     dim_prod,
     eval_dim,
     normalize_axis,
-)
-from irkit.passes.canon_attention import (
-    const_scalar,
-    float_splat,
-    is_float_cast,
-    is_mask_fill,
-    keep_pattern,
-    mk,
-    op_is,
-    reshaped,
-    sample_bindings,
-    scalar_factor,
-    transposed,
 )
 from irkit.passmanager import Pass, PassContext, register_pass
 from irkit.rewrite import Fail, Match, NearMiss, Pattern, Rewriter, RewriteReport, apply_patterns
@@ -77,7 +77,7 @@ class FusionNote(NearMiss):
         return f"{self.pattern}: '{self.op.name}' at {self.op.loc.short()} fused: {self.reason}"
 
 
-def where(op: Op) -> str:
+def loc_str(op: Op) -> str:
     """``'ik.mul' at model.py:12`` for messages."""
     return f"'{op.name}' at {op.loc.short()}"
 
@@ -163,7 +163,7 @@ class _Classifier:
                 if kind == "other":
                     src = c.producer
                     self.am.notes.append(
-                        f"the keep-mask from {where(src) if src else 'an argument'} is a constant that is not "
+                        f"the keep-mask from {loc_str(src) if src else 'an argument'} is a constant that is not "
                         f"causal ({detail}); it is passed as an explicit mask, not as causal=true")
                 self.am.masks.append(c)
 
@@ -210,7 +210,7 @@ class _Classifier:
             if kinds == {"all"}:
                 return None
             self.am.notes.append(
-                f"the additive constant from {where(a.producer)} holds mask values but is not causal; "
+                f"the additive constant from {loc_str(a.producer)} holds mask values but is not causal; "
                 "it is kept as a bias")
         self.am.biases.append((a, factor))
         return None
@@ -397,7 +397,7 @@ def match_attention(sm: Op) -> AttentionMatch | Fail:
         extra = [u for u in cur.users if u is not sm and u not in guard_ops] if cur is x else \
             [u for u, _ in cur.uses][1:]
         if extra:
-            return Fail(f"the scores computed by {where(op)} have {len(cur.uses)} uses; fusing would keep "
+            return Fail(f"the scores computed by {loc_str(op)} have {len(cur.uses)} uses; fusing would keep "
                         "them alive", op)
         ops.append(op)
         if op.name == "ik.matmul":
@@ -419,7 +419,7 @@ def match_attention(sm: Op) -> AttentionMatch | Fail:
                 f = scalar_factor(a, c)
                 a, c = c, a
             if f is None:
-                return Fail(f"the scores are multiplied by a non-scalar tensor ({c.type}) at {where(op)}; "
+                return Fail(f"the scores are multiplied by a non-scalar tensor ({c.type}) at {loc_str(op)}; "
                             "only a scalar factor is a scale", op)
             if op.name == "ik.div":
                 if f == 0:
@@ -453,9 +453,9 @@ def match_attention(sm: Op) -> AttentionMatch | Fail:
                     return Fail("the scores are subtracted from something, not shifted by a bias", op)
                 return Fail("the scores have a tensor subtracted from them, not added as a bias", op)
             if lc and rc:
-                return Fail(f"both operands of {where(op)} come from a matmul; cannot tell scores from bias", op)
+                return Fail(f"both operands of {loc_str(op)} come from a matmul; cannot tell scores from bias", op)
             if not lc and not rc:
-                return Fail(f"neither operand of {where(op)} comes from Q·Kᵀ", op)
+                return Fail(f"neither operand of {loc_str(op)} comes from Q·Kᵀ", op)
             term, cur = (r, l) if lc else (l, r)
             if cur.type != op.results[0].type:
                 return Fail("the additive term broadcasts the scores to a larger shape", op)
@@ -463,7 +463,7 @@ def match_attention(sm: Op) -> AttentionMatch | Fail:
                 return Fail(f"a non-positive factor {factor:g} multiplies the biased scores", op)
             pending.append(("add", term, factor))
             continue
-        return Fail(f"the softmax input comes from {where(op)}, not from Q·Kᵀ through scale, mask, bias or cast",
+        return Fail(f"the softmax input comes from {loc_str(op)}, not from Q·Kᵀ through scale, mask, bias or cast",
                     op)
     qk = op
     am.scale = factor
@@ -482,7 +482,7 @@ def match_attention(sm: Op) -> AttentionMatch | Fail:
             continue
         break
     if u.name != "ik.matmul":
-        return Fail(f"the attention probabilities feed {where(u)}, not a matmul with V", u)
+        return Fail(f"the attention probabilities feed {loc_str(u)}, not a matmul with V", u)
     if u.operand(0) is not p:
         return Fail("the attention probabilities are the right operand of the matmul, not P·V", u)
     pv = u
@@ -656,7 +656,7 @@ def match_grouped(sm: Op, top: Op, guard_ops: list[Op], pending: list, factor: f
             continue
         break
     if u.name != "ik.contract":
-        return Fail(f"the attention probabilities feed {where(u)}, not a contraction with V", u)
+        return Fail(f"the attention probabilities feed {loc_str(u)}, not a contraction with V", u)
     d = u
     ops.append(d)
     p_is_lhs = d.operand(0) is p
@@ -728,23 +728,23 @@ def rewrite_grouped(rw: Rewriter, gm: GroupedMatch) -> Value:
 
     def to_fused(val: Value) -> Value:
         # softmax-space [..] -> contraction space -> [b..., g?, t, s] -> [B, Hq, T, S]
-        full = val if tuple(val.type.shape) == gm.x_shape else mk(rw, pv, "ik.broadcast", val, shape=gm.x_shape)
+        full = val if tuple(val.type.shape) == gm.x_shape else emit_op(rw, pv, "ik.broadcast", val, shape=gm.x_shape)
         c_space = transposed(rw, pv, full, gm.x_to_c)
         ordered = transposed(rw, pv, c_space, gm.c_order)
         return reshaped(rw, pv, ordered, (bsz, hq, gm.t, gm.x_shape[-1]))
 
     masks = [to_fused(mv) for mv in am.masks]
     for a in am.mask_eqs:
-        masks.append(to_fused(mk(rw, pv, "ik.eq", a, const_scalar(rw, pv, 0.0, a.type.dtype))))
+        masks.append(to_fused(emit_op(rw, pv, "ik.eq", a, const_scalar(rw, pv, 0.0, a.type.dtype))))
     mask = None
     for mv in masks:
-        mask = mv if mask is None else mk(rw, pv, "ik.and", mask, mv)
+        mask = mv if mask is None else emit_op(rw, pv, "ik.and", mask, mv)
     bias = None
     for bval, f in am.biases:
         if f != 1.0:
-            bval = mk(rw, pv, "ik.mul", bval, const_scalar(rw, pv, f, bval.type.dtype))
+            bval = emit_op(rw, pv, "ik.mul", bval, const_scalar(rw, pv, f, bval.type.dtype))
         bval = to_fused(bval)
-        bias = bval if bias is None else mk(rw, pv, "ik.add", bias, bval)
+        bias = bval if bias is None else emit_op(rw, pv, "ik.add", bias, bval)
     attrs = {"scale": float(am.scale)}
     if am.causal:
         attrs["causal"] = True
@@ -754,7 +754,7 @@ def rewrite_grouped(rw: Rewriter, gm: GroupedMatch) -> Value:
     split = tuple(gm.batch) + ((gm.g,) if len(gm.c_order) == nb + 3 else ()) + (gm.t, out.type.shape[-1])
     out = transposed(rw, pv, reshaped(rw, pv, out, split), gm.out_order)
     if out.type.dtype != pv.results[0].type.dtype:
-        out = mk(rw, pv, "ik.cast", out, to=pv.results[0].type.dtype)
+        out = emit_op(rw, pv, "ik.cast", out, to=pv.results[0].type.dtype)
     return out
 
 
@@ -813,28 +813,28 @@ class FuseAttentionPattern(Pattern):
         masks: list[Value] = list(am.masks)
         for a in am.mask_eqs:
             zero = const_scalar(rw, pv, 0.0, a.type.dtype)
-            masks.append(mk(rw, pv, "ik.eq", a, zero))
+            masks.append(emit_op(rw, pv, "ik.eq", a, zero))
         mask = None
         for mv in masks:
-            mask = mv if mask is None else mk(rw, pv, "ik.and", mask, mv)
+            mask = mv if mask is None else emit_op(rw, pv, "ik.and", mask, mv)
         bias = None
         for bval, f in am.biases:
             if f != 1.0:
-                bval = mk(rw, pv, "ik.mul", bval, const_scalar(rw, pv, f, bval.type.dtype))
-            bias = bval if bias is None else mk(rw, pv, "ik.add", bias, bval)
+                bval = emit_op(rw, pv, "ik.mul", bval, const_scalar(rw, pv, f, bval.type.dtype))
+            bias = bval if bias is None else emit_op(rw, pv, "ik.add", bias, bval)
         if r != 4:
             lead = (1,) * (4 - r)
-            q = mk(rw, pv, "ik.reshape", q, shape=lead + tuple(q.type.shape))
-            k = mk(rw, pv, "ik.reshape", k, shape=lead + tuple(k.type.shape))
-            v = mk(rw, pv, "ik.reshape", v, shape=lead + tuple(v.type.shape))
+            q = emit_op(rw, pv, "ik.reshape", q, shape=lead + tuple(q.type.shape))
+            k = emit_op(rw, pv, "ik.reshape", k, shape=lead + tuple(k.type.shape))
+            v = emit_op(rw, pv, "ik.reshape", v, shape=lead + tuple(v.type.shape))
         attrs = {"scale": float(am.scale)}
         if am.causal:
             attrs["causal"] = True
         out = rw.create(pv, "ik.attention", [q, k, v, mask, bias], attrs, loc=loc).results[0]
         if r != 4:
-            out = mk(rw, pv, "ik.reshape", out, shape=pv.results[0].type.shape)
+            out = emit_op(rw, pv, "ik.reshape", out, shape=pv.results[0].type.shape)
         if out.type.dtype != pv.results[0].type.dtype:
-            out = mk(rw, pv, "ik.cast", out, to=pv.results[0].type.dtype)
+            out = emit_op(rw, pv, "ik.cast", out, to=pv.results[0].type.dtype)
         rw.replace_op(pv, [out])
         for n in am.notes:
             self.notes.append(FusionNote(self.name, out.producer if r == 4 else out.producer.operand(0).producer, n))

@@ -23,9 +23,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from irkit.passes.fuse_attention import run_fusion
+
 from irkit.ir.core import Graph, Location, Op, Value, clone_op
 from irkit.ir.ops import OPS
-from irkit.passes.fuse_attention import run_fusion
 from irkit.passmanager import Pass, PassContext, register_pass
 from irkit.rewrite import Match, NearMiss, Pattern, Rewriter, splat_constant
 

@@ -21,10 +21,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from irkit.passes.canon_attention import (
+    emit_op,
+    float_splat,
+    is_float_cast,
+    op_is,
+    reshaped,
+    same_value,
+)
+from irkit.passes.fuse_attention import run_fusion
+
 from irkit.ir.core import Location, Op, Value
 from irkit.ir.types import DType, normalize_axis
-from irkit.passes.canon_attention import float_splat, is_float_cast, mk, op_is, reshaped, same_value
-from irkit.passes.fuse_attention import run_fusion
 from irkit.passmanager import Pass, PassContext, register_pass
 from irkit.rewrite import Fail, Match, NearMiss, Pattern, Rewriter
 
@@ -227,14 +235,14 @@ class FuseNormPattern(Pattern):
         if b is not None and tuple(b.type.shape) != norm_shape:
             b = reshaped(rw, last, b, norm_shape)
         if w is not None and w.type.dtype != dt:
-            w = mk(rw, last, "ik.cast", w, to=dt)
+            w = emit_op(rw, last, "ik.cast", w, to=dt)
         if b is not None and b.type.dtype != dt:
-            b = mk(rw, last, "ik.cast", b, to=dt)
+            b = emit_op(rw, last, "ik.cast", b, to=dt)
         attrs = {"axis": nm.axis, "eps": _shortest(nm.eps, nm.eps_dtype)}
         operands = [nm.x, w, b] if nm.kind == "layer_norm" else [nm.x, w]
         y = rw.create(last, f"ik.{nm.kind}", operands, attrs, loc=loc).results[0]
         if nm.cast_to is not None:
-            y = mk(rw, last, "ik.cast", y, to=nm.cast_to)
+            y = emit_op(rw, last, "ik.cast", y, to=nm.cast_to)
         if y.type != last.results[0].type:
             return
         rw.replace_op(last, [y])

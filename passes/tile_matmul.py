@@ -6,10 +6,11 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from irkit.passes._matmul_shapes import gemm_dims
+
 from irkit.interp import default_bindings
 from irkit.ir.core import Module, Op
 from irkit.passmanager import Pass, PassContext, register_pass
-from irkit.passes._matmul_shapes import gemm_dims
 
 
 def _cpu_tile(m: int, k: int, n: int, vector_bits: int, itemsize: int, l1d_kib: int = 32,

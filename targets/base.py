@@ -81,6 +81,11 @@ class Artifact:
     profiler: Callable[[Sequence[np.ndarray]], list[tuple[str, float]]] | None = None
     """Runs with the target's own timing: each device-function call in order, as (the function's name,
     seconds).  A kernel's functions are ``extra["functions"]`` (equal kernels may share one), else its name."""
+    aliases: dict[int, int] = field(default_factory=dict)
+    """Output index -> argument index: outputs that overwrite an argument (the module's ``aliases``
+    attribute; set by :func:`lower_for_session`, read by :meth:`Target.open_session`)."""
+    arg_names: list[str] = field(default_factory=list)
+    """The entry function's argument names (for messages), where known."""
 
     def manifest(self) -> dict[str, Any]:
         return {
@@ -212,6 +217,13 @@ class Target:
                                     f"{artifact.input_shapes}, got {shapes}; lower again for these shapes")
         return [np.asarray(o) for o in artifact.runner(list(inputs))]
 
+    def open_session(self, artifact: Artifact, aliases: Mapping[int, int] | None = None) -> Session:
+        """A stateful runner of ``artifact``: aliased arguments (``aliases``: output -> argument; default
+        ``artifact.aliases``) stay resident between calls and are updated by their outputs.  This default
+        keeps the state as NumPy arrays and calls :meth:`run`; targets override it to keep buffers on
+        the device."""
+        return Session(self, artifact, aliases)
+
     def run_module(self, module: Module, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Lower for the shapes of ``inputs`` and run."""
         from irkit.interp import bind_symbols
@@ -220,10 +232,127 @@ class Target:
         return self.run(self.lower(module, b), inputs)
 
 
+def module_aliases(module: Module) -> dict[int, int]:
+    """The entry function's ``aliases`` attribute as ``{output: argument}`` (empty when it has none)."""
+    try:
+        from irkit.ir.aliases import get_aliases
+    except ImportError:  # an irkit without the alias helpers: read the attribute as documented
+        return {int(o): int(a) for o, a in module.entry.attrs.get("aliases", ())}
+    return dict(get_aliases(module.entry))
+
+
+def lower_for_session(target: Target, module: Module, bindings: Mapping[str, int] | None = None) -> Artifact:
+    """``target.lower(module, bindings)`` with the module's aliases and argument names recorded on the
+    artifact, ready for :meth:`Target.open_session`."""
+    art = target.lower(module, bindings)
+    art.aliases = module_aliases(module)
+    art.arg_names = [a.name or f"arg{i}" for i, a in enumerate(module.entry.args)]
+    return art
+
+
+class Session:
+    """Runs one artifact again and again with resident (bound or aliased) arguments.
+
+    ``run(inputs)`` takes one entry per argument; ``None`` means "the resident value": what
+    :meth:`bind` set, or for an aliased argument the output that overwrote it on the previous call.
+    An array passed for an argument is used for that call (and, for an aliased argument, becomes its
+    state until the call's output replaces it).  ``fetch`` picks the outputs to return (indices; default
+    all): a device session leaves the others where they are.  This base class is functional: the state
+    is NumPy arrays and each call is :meth:`Target.run`.
+    """
+
+    def __init__(self, target: Target, artifact: Artifact, aliases: Mapping[int, int] | None = None):
+        self.target = target
+        self.artifact = artifact
+        self.aliases: dict[int, int] = dict(artifact.aliases if aliases is None else aliases)
+        self.n_args = len(artifact.input_shapes)
+        for o, a in self.aliases.items():
+            if not 0 <= a < self.n_args:
+                raise IrkitError(f"session on '{target.name}': alias output {o} -> argument {a} is out of range "
+                                 f"(the function has {self.n_args} arguments)")
+        self.calls = 0
+        self._state: dict[int, np.ndarray] = {}
+
+    def arg_name(self, i: int) -> str:
+        names = self.artifact.arg_names
+        return f"argument {i} ('{names[i]}')" if i < len(names) else f"argument {i}"
+
+    def _check_index(self, index: int) -> None:
+        if not 0 <= index < self.n_args:
+            raise IrkitError(f"session on '{self.target.name}': no argument {index} (the function has "
+                             f"{self.n_args} arguments)")
+
+    def _check_shape(self, index: int, array: np.ndarray) -> None:
+        if self.artifact.input_shapes:
+            want = tuple(self.artifact.input_shapes[index])
+            if tuple(array.shape) != want:
+                raise IrkitError(f"session on '{self.target.name}': {self.arg_name(index)} has shape "
+                                 f"{tuple(array.shape)}, the artifact was compiled for {want}")
+
+    def bind(self, index: int, array: np.ndarray) -> None:
+        """Make ``array`` the resident value of argument ``index``."""
+        self._check_index(index)
+        a = np.asarray(array)
+        self._check_shape(index, a)
+        self._bind(index, a)
+
+    def read(self, index: int) -> np.ndarray:
+        """The current resident value of argument ``index`` (as NumPy)."""
+        self._check_index(index)
+        if not self._has(index):
+            raise IrkitError(f"session on '{self.target.name}': {self.arg_name(index)} has no resident value; "
+                             "bind it or pass it to run first")
+        return self._read(index)
+
+    def _inputs(self, inputs: Sequence[np.ndarray | None]) -> list[np.ndarray | None]:
+        if len(inputs) > self.n_args:
+            raise IrkitError(f"session on '{self.target.name}': {len(inputs)} inputs given, the function has "
+                             f"{self.n_args} arguments")
+        xs: list[np.ndarray | None] = list(inputs) + [None] * (self.n_args - len(inputs))
+        for i, x in enumerate(xs):
+            if x is None:
+                if not self._has(i):
+                    raise IrkitError(f"session on '{self.target.name}': {self.arg_name(i)} is None but has no "
+                                     "resident value; pass an array or bind it first")
+            else:
+                xs[i] = np.asarray(x)
+                self._check_shape(i, xs[i])
+        return xs
+
+    def run(self, inputs: Sequence[np.ndarray | None], fetch: Sequence[int] | None = None) -> list[np.ndarray]:
+        """One call; returns the outputs ``fetch`` names (default: all), as NumPy."""
+        xs = self._inputs(inputs)
+        outs = self._run(xs, fetch)
+        self.calls += 1
+        return outs
+
+    # -- the state; device sessions override these four ------------------------------------------------
+    def _has(self, index: int) -> bool:
+        return index in self._state
+
+    def _bind(self, index: int, array: np.ndarray) -> None:
+        self._state[index] = array
+
+    def _read(self, index: int) -> np.ndarray:
+        return np.asarray(self._state[index])
+
+    def _run(self, xs: list[np.ndarray | None], fetch: Sequence[int] | None) -> list[np.ndarray]:
+        full = [self._state[i] if x is None else x for i, x in enumerate(xs)]
+        outs = self.target.run(self.artifact, full)
+        for o, a in self.aliases.items():
+            self._state[a] = outs[o]
+        return outs if fetch is None else [outs[i] for i in fetch]
+
+    def close(self) -> None:
+        """Release resident buffers."""
+        self._state.clear()
+
+
 def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     t0 = time.perf_counter()
     r = fn()
     return r, time.perf_counter() - t0
 
 
-__all__ = ["Target", "Artifact", "Kernel", "Availability", "TargetUnavailable", "op_ids", "provenance", "timed"]
+__all__ = ["Target", "Artifact", "Kernel", "Availability", "Session", "TargetUnavailable", "lower_for_session",
+           "module_aliases", "op_ids", "provenance", "timed"]

@@ -116,6 +116,31 @@ def _cast_into_contraction(op: Op) -> bool:
     return all(u.name in _CONTRACTIONS for u in op.results[0].users)
 
 
+def _cast_out_of_contraction(op: Op) -> bool:
+    """A cast of a matrix op's result that is that result's only use (``matmul`` in bf16, then
+    ``cast`` to f32): compilers convert in the matrix op's epilogue (cuBLAS/XLA output fusion,
+    TVM's inlined cast), so it is no kernel of its own.  The producer is costed as writing the
+    converted (wider) result instead, see :func:`_epilogue_cast_bytes`."""
+    if op.name != "ik.cast":
+        return False
+    src = op.operands[0]
+    p = src.producer
+    return p is not None and p.name in _CONTRACTIONS and src.has_one_use
+
+
+def _epilogue_cast_bytes(op: Op, b: Mapping[str, int]) -> float:
+    """Extra bytes a matrix op writes when its only user is a cast folded into its epilogue:
+    the cast's result bytes minus the op's own result bytes (0 when there is no such cast)."""
+    if op.name not in _CONTRACTIONS or not op.results:
+        return 0.0
+    r = op.results[0]
+    if not r.has_one_use or not _cast_out_of_contraction(r.users[0]):
+        return 0.0
+    n = _prod(eval_dim(d, b) for d in r.type.shape)
+    out = r.users[0].results[0]
+    return float(n * (out.type.dtype.itemsize - r.type.dtype.itemsize))
+
+
 def _contraction_cost(op: Op, b: Mapping[str, int], hw: HardwareSpec, dt: str) -> Any | None:
     """The GEMM (or fused attention) model's cost of one matrix op, None for any other op."""
     shapes = [tuple(eval_dim(d, b) for d in v.type.shape) for v in op.operands]
@@ -192,7 +217,7 @@ def estimate(
     out = Estimate(hw.name, dict(b))
     clock = hw.clock_hz
     for op in fn.body:
-        if op.name in _FREE or _cast_into_contraction(op):
+        if op.name in _FREE or _cast_into_contraction(op) or _cast_out_of_contraction(op):
             continue
         c = ir_op_cost(op, b)
         dt = _dtype_name(op)
@@ -212,6 +237,12 @@ def estimate(
                     model = "gemm"
                     if op.name == "ik.matmul":
                         nbytes = max(nbytes, mc.bytes)
+                extra = _epilogue_cast_bytes(op, b)
+                if extra:
+                    nbytes += extra
+                    bw = hw.bandwidth_bytes_per_s
+                    if bw and nbytes / bw > seconds:
+                        seconds, bound = nbytes / bw, "memory"
                 done = True
             elif op.name == "ik.fused":
                 fc = _fused_region_cost(op, b, hw, dt, flops, nbytes)

@@ -16,7 +16,10 @@ There are three kinds of device, each with its own table:
 * ``kind = "cpu"``: ``[cpu]`` holds numbers measured on the host by
   ``benchmarks/measure_host_cpu.py``.
 
-Any kind may have ``[memory]`` (off-chip bandwidth and capacity).
+Any kind may have ``[memory]`` (off-chip bandwidth and capacity) and ``[price]``
+(``usd_per_hour``, a positive number of US dollars per device-hour, with ``source``
+naming where the figure comes from; ``irkit choose`` and ``irkit bench`` use it
+when no ``--price`` is given).
 
 A bad file raises :class:`SpecError` whose message is one line naming the file,
 the key and what to do; the CLI prints it without a traceback. Unknown keys are
@@ -353,6 +356,10 @@ class HardwareSpec:
     """The CPU part, for ``kind = "cpu"``."""
     memory: MemorySpec | None = None
     """Off-chip memory, when given."""
+    price_usd_per_hour: float | None = None
+    """``[price] usd_per_hour``: US dollars per device-hour, when the spec gives one."""
+    price_source: str = ""
+    """``[price] source``: where the price comes from (provider, region, date)."""
 
     def peak_flops(self, dtype: object = "bf16") -> float:
         """Peak FLOP/s of the whole device for ``dtype``."""
@@ -679,6 +686,12 @@ def spec_from_dict(data: dict[str, Any], source: str = "<dict>") -> HardwareSpec
         if other != kind and top.has(other):
             raise top.fail(other, f'does not belong in a kind = "{kind}" spec; remove it')
     memory = _parse_memory(top, kind)
+    price = top.subtable("price")
+    usd = price_src = None
+    if price is not None:
+        usd = price.float_("usd_per_hour", required=True)
+        price_src = price.str_("source", "")
+        price.finish()
     top.finish()
     return HardwareSpec(
         name=name,
@@ -689,6 +702,8 @@ def spec_from_dict(data: dict[str, Any], source: str = "<dict>") -> HardwareSpec
         simt=simt,
         cpu=cpu,
         memory=memory,
+        price_usd_per_hour=usd,
+        price_source=price_src or "",
     )
 
 

@@ -90,6 +90,8 @@ class _Lowerer:
         self.reshape_source: dict[int, Any] = {}
         """Relax reshape results -> the tensor they reshape (a reshape of a reshape reads the source)."""
         self.function: dict[str, str] = {}
+        self.aux_functions: dict[str, list[str]] = {}
+        """Kernel name -> the TE stages lowered with it (a conv-as-GEMM's im2col and re-layout)."""
         """Kernel name -> the PrimFunc it calls (the BlockBuilder shares one among equal kernels)."""
 
     def shape(self, v: Value) -> list[int]:
@@ -187,6 +189,49 @@ class _Lowerer:
         args = [self.env[id(x)], wv] + ([self.env[id(bias)]] if bias is not None else [])
         res = self.call_kernel(k, args, out or op, ops or [op])
         self.env[id((out or op).results[0])] = res
+        return True
+
+    def try_conv_gemm(self, op: Op, ins: list[Any]) -> bool:
+        """``ik.conv2d`` as one GEMM where that is what it is (CPU, float32, one group): a patchify
+        conv (kernel == stride, no padding) or a 1x1 conv is a layout change of the input followed by
+        ``[N·OH·OW, C·KH·KW] @ [C·KH·KW, O]``; other convs go through im2col while the column matrix is
+        small (:func:`tvm_kernels.conv.gemm_plan`).  The GEMM is the scheduled matmul kernel (packed
+        constant weight, bias in its epilogue); the im2col and the NCHW re-layout are TE stages that
+        Relax may fuse with their neighbours."""
+        from irkit.targets.tvm_kernels import conv as cv
+        from irkit.targets.tvm_kernels import matmul as mm
+
+        if self.gpu or op.operand(0).dtype is not DType.f32 or op.operand(1).dtype is not DType.f32:
+            return False
+        a = op.attrs
+        plan = cv.gemm_plan(self.shape(op.operand(0)), self.shape(op.operand(1)),
+                            stride=a.get("strides", (1, 1)), padding=a.get("padding", (0, 0, 0, 0)),
+                            dilation=a.get("dilations", (1, 1)), groups=int(a.get("groups", 1)))
+        if plan is None:
+            return False
+        relax = self.relax
+        m, k, o = plan["m"], plan["k"], plan["o"]
+        wconst = _const_array(op.operand(1))
+        has_bias = len(op.operands) > 2 and op.operand(2) is not None
+        name = self.kname(op)
+        try:
+            kern = mm.matmul([m, k], [k, o], "float32", bias=has_bias, target=self.target, name=name,
+                             b_packed=wconst is not None, parallel=_worth_parallel(2 * m * k * o))
+        except (ValueError, NotImplementedError):
+            return False
+        cols6 = self.bb.emit_te(cv.im2col, ins[0], plan, primfunc_name_hint=f"{name}_im2col")
+        cols = self.bb.emit(relax.op.reshape(cols6, (m, k)))
+        if wconst is not None:
+            packed = mm.pack_b(cv.gemm_weight(wconst.astype(np.float32)), kern.config["padded"],
+                               kern.config["micro"][1])
+            wv = self.bb.emit(relax.const(packed, "float32"))
+        else:
+            wv = self.bb.emit_te(lambda t: self.topi.transpose(self.topi.reshape(t, (o, k)), (1, 0)), ins[1],
+                                 primfunc_name_hint=f"{name}_weight")
+        g = self.call_kernel(kern, [cols, wv] + ([ins[2]] if has_bias else []), op, [op])
+        out = self.bb.emit_te(cv.gemm_to_nchw, g, plan, primfunc_name_hint=f"{name}_nchw")
+        self.aux_functions.setdefault(name, []).extend([f"{name}_im2col", f"{name}_nchw"])
+        self.env[id(op.results[0])] = out
         return True
 
     def try_epilogue(self, op: Op) -> bool:
@@ -374,6 +419,16 @@ def _const_array(v: Value, depth: int = 4) -> np.ndarray | None:
     if op.name == "ik.reshape":
         return x.reshape([int(d) for d in v.type.shape]) if v.type.is_static else None
     return x.astype(op.attrs["to"].np)
+
+
+PARALLEL_MIN_FLOPS = 1 << 21
+"""A GEMM below this many FLOPs runs on one thread: at a few GFLOP/s per core it takes well under
+a millisecond's fraction, and waking the thread pool (fork/join, several microseconds) would cost
+more than the second core saves."""
+
+
+def _worth_parallel(flops: int) -> bool:
+    return flops >= PARALLEL_MIN_FLOPS
 
 
 def _scalar_constant(v: Value) -> float | None:
@@ -788,7 +843,9 @@ def _attention(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any] | None:
 
 
 @rule("ik.conv2d")
-def _conv2d(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+def _conv2d(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any] | None:
+    if lw.try_conv_gemm(op, ins):
+        return None
     a = op.attrs
     topi = lw.topi
     pads = list(a.get("padding", (0, 0, 0, 0)))
@@ -1079,6 +1136,9 @@ class TvmTarget(Target):
 
         return cpu_target() if self.kind == "llvm" else cuda_target(self.arch)
 
+    def open_session(self, artifact, aliases=None):  # resident TVM tensors (targets/tvm_session.py)
+        from irkit.targets.tvm_session import open_tvm_session; return open_tvm_session(self, artifact, aliases)  # noqa: E702
+
     def availability(self) -> Availability:
         why = _tvm_available()
         if why:
@@ -1133,7 +1193,7 @@ class TvmTarget(Target):
         for name, ops in low.kernels:
             names, locs = provenance(ops, ids)
             kernels.append(Kernel(name, "scheduled TensorIR", names, locs, "relax.py",
-                                  extra={"functions": [low.function.get(name, name)]}))
+                                  extra={"functions": [low.function.get(name, name), *low.aux_functions.get(name, [])]}))
         for op in fn.body:
             if op.name in ("func.return", "ik.constant") or any(ids[id(op)] in k.ir_ops for k in kernels):
                 continue
@@ -1147,18 +1207,18 @@ class TvmTarget(Target):
         if self.kind == "llvm":
             vm = relax.VirtualMachine(ex, tvm.cpu())
 
-            def profiler(xs: Sequence[np.ndarray]) -> list[tuple[str, float]]:
+            def profiler(xs: Sequence[np.ndarray], runs: int = 3) -> list[tuple[str, float]]:
                 from irkit.targets.tvm_kernels.common import to_tvm
 
-                return _profile_calls(relax.VirtualMachine(ex, tvm.cpu()), [to_tvm(np.asarray(x)) for x in xs])
+                return _profile_calls(relax.VirtualMachine(ex, tvm.cpu()), [to_tvm(np.asarray(x)) for x in xs], runs)
+
+            fast = _CpuRunner(vm, [a.type.concrete_shape(b) for a in fn.args], [_TVM_DTYPE[a.dtype] for a in fn.args],
+                              any(any(v is a for a in fn.args) for v in fn.outputs), len(fn.outputs) != 1)
 
             def runner(xs: Sequence[np.ndarray]) -> list[np.ndarray]:
-                from irkit.targets.tvm_kernels.common import to_tvm
-
-                out = vm["main"](*[to_tvm(np.asarray(x)) for x in xs])
-                if isinstance(out, (tuple, list)) or type(out).__name__ in ("Array", "ADT", "Tuple"):
-                    return [_host_array(o) for o in out]
-                return [_host_array(out)]
+                # names ``vm`` so that sessions (targets/tvm_session.py) find the VM in the closure
+                return fast(xs) if vm is not None else []
+            runner.engine = fast  # type: ignore[attr-defined]  # irkit.breakdown times the bare VM call
             try:
                 files["kernels.ll"] = ex.mod.imports[0].inspect_source("ll") if ex.mod.imports else ""
             except Exception:  # noqa: BLE001 - the LLVM text is for inspection only
@@ -1183,6 +1243,78 @@ class TvmTarget(Target):
                     return [out.numpy()]
         return Artifact(self.name, files, kernels, dt, b, [a.type.concrete_shape(b) for a in fn.args], info, runner,
                         profiler)
+
+
+class _CpuRunner:
+    """One call of the VM's ``main`` with as little per-call work as the VM allows.
+
+    Each input slot owns a 64-byte-aligned staging array and the TVM tensor that views it (made
+    once, through DLPack): a call copies the caller's array into it (a ``memcpy``; TVM's own
+    ``tvm.runtime.tensor(x)`` costs ~40 µs per argument) and passes the resident tensors; results
+    come back through DLPack without a copy.  The VM function is looked up once.  Staging keeps the
+    caller's arrays out of the VM (nothing can alias or retain them); an output that *is* an input
+    (an identity function) is copied out of its staging array so the next call cannot change it.
+    """
+
+    def __init__(self, vm: Any, shapes: Sequence[Sequence[int]], dtypes: Sequence[str], output_is_arg: bool,
+                 multi: bool):
+        import tvm
+
+        import threading
+
+        self.vm = vm
+        self.main = vm["main"]
+        self.lock = threading.Lock()
+        self.copy_out = output_is_arg
+        self.multi = multi
+        self.staging: list[np.ndarray | None] = []
+        self.tensors: list[Any] = []
+        for shape, dt in zip(shapes, dtypes):
+            arr = tensor = None
+            if dt in ("float64", "float32", "float16", "int64", "int32", "int16", "int8", "uint64", "uint32",
+                      "uint16", "uint8", "bool"):
+                npdt = np.dtype(dt)
+                nbytes = max(1, int(np.prod(shape, dtype=np.int64)) * npdt.itemsize)
+                raw = np.empty(nbytes + 64, np.uint8)
+                off = (-raw.ctypes.data) % 64
+                arr = raw[off:off + nbytes].view(npdt)[: int(np.prod(shape, dtype=np.int64))].reshape(tuple(shape))
+                try:
+                    tensor = tvm.runtime.from_dlpack(arr)
+                except Exception:  # noqa: BLE001 - a layout DLPack refuses: this slot converts per call
+                    arr = tensor = None
+            self.staging.append(arr)
+            self.tensors.append(tensor)
+
+    def args(self, xs: Sequence[np.ndarray]) -> list[Any]:
+        """The VM arguments for ``xs`` (copied into the staging arrays)."""
+        from irkit.targets.tvm_kernels.common import to_tvm
+
+        out = []
+        for x, arr, t in zip(xs, self.staging, self.tensors):
+            if arr is None:
+                out.append(to_tvm(np.asarray(x)))
+            else:
+                if np.shape(x) != arr.shape:
+                    raise ValueError(f"tvm: input of shape {np.shape(x)} where the artifact takes {arr.shape}")
+                np.copyto(arr, x, casting="unsafe")
+                out.append(t)
+        return out
+
+    def prepare(self, xs: Sequence[np.ndarray]) -> list[Any]:
+        """The engine-call protocol of :mod:`irkit.breakdown`: arguments marshalled once ..."""
+        return self.args(xs)
+
+    def call(self, args: Sequence[Any]) -> Any:
+        """... and the bare VM call on them."""
+        return self.main(*args)
+
+    def outputs(self, out: Any) -> list[np.ndarray]:
+        res = [_host_array(o) for o in out] if self.multi else [_host_array(out)]
+        return [r.copy() for r in res] if self.copy_out else res
+
+    def __call__(self, xs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        with self.lock:  # the staging arrays are shared: one call at a time
+            return self.outputs(self.main(*self.args(xs)))
 
 
 def _host_array(t: Any) -> np.ndarray:

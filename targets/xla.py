@@ -32,28 +32,41 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from irkit.targets.base import Artifact, Availability, Kernel, Target, TargetUnavailable, provenance
+from irkit.targets import xla_platform  # noqa: F401 - sets up libtpu's environment before JAX loads it
+from irkit.targets.base import (
+    Artifact,
+    Availability,
+    Kernel,
+    Session,
+    Target,
+    TargetUnavailable,
+    module_aliases,
+    provenance,
+)
+from irkit.targets.hlo_text import attr_value, parse_hlo_module, parse_shapes
+from irkit.targets.ir_scope import parse_ir_scopes
 from irkit.targets.registry import register_target
-from irkit.targets.xla_lower import XLA_RULES, LoweredFunction, LoweringError, LowerOptions, lower_to_jax
+from irkit.targets.xla_lower import (
+    XLA_RULES,
+    LoweredFunction,
+    LoweringError,
+    LowerOptions,
+    lower_to_jax,
+)
 
 from irkit.interp import default_bindings
 from irkit.ir.core import Module
+from irkit.ir.types import eval_dim
 
-__all__ = ["HloTraffic", "XlaTarget", "hlo_traffic", "kernel_costs", "padded_bytes"]
-
-# libtpu takes /tmp/libtpu_lockfile when it loads, and JAX loads it on any backend
-# initialisation, so while one JAX process runs on this machine (a second pytest-xdist worker,
-# another tool) every other process fails to compile for TPU ("Internal error when accessing
-# libtpu multi-process lockfile"). The lock guards a TPU device; ahead-of-time compiles use
-# none. Set before libtpu loads; an explicit setting in the environment wins.
-os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
+__all__ = ["HloTraffic", "XlaExecutable", "XlaSession", "XlaTarget", "hlo_input_output_alias", "hlo_traffic",
+           "kernel_costs", "padded_bytes"]
 
 
 _SUMMARIES = {
@@ -118,16 +131,16 @@ class XlaTarget(Target):
             import jax  # noqa: F401
         except ImportError:
             return Availability(False, False, "jax is not installed: pip install 'irkit[jax]'")
-        from irkit.targets import xla_compile as xc
+        from irkit.targets import xla_platform as xp
 
         if self.platform == "cpu":
             return Availability(True, True)
         if self.platform == "gpu":
-            if xc._attached_gpu() is not None:
+            if xp.attached_gpu() is not None:
                 return Availability(True, True)
             try:
-                xc._gpu_device(self.topology or "h100")
-            except (xc.XlaUnavailable, ValueError) as e:
+                xp.gpu_device(self.topology or "h100")
+            except (xp.XlaUnavailable, ValueError) as e:
                 return Availability(False, False, str(e))
             return Availability(
                 True,
@@ -136,8 +149,8 @@ class XlaTarget(Target):
                 f"{self.topology or 'h100'} through the CUDA PJRT plugin",
             )
         try:
-            _, topo = xc.tpu_device(self.platform, self.topology)
-        except (xc.XlaUnavailable, ValueError) as e:
+            _, topo = xp.tpu_device(self.platform, self.topology)
+        except (xp.XlaUnavailable, ValueError) as e:
             return Availability(False, False, str(e))
         return Availability(
             True, False, f"no TPU attached; compiles ahead of time for {topo} through libtpu"
@@ -167,13 +180,30 @@ class XlaTarget(Target):
         from irkit.targets import xla_compile as xc
 
         lf = self.lower_jax(module, bindings)
+        aliases = _checked_aliases(module, lf, self.name)
+        donate = sorted(set(aliases.values()))
+        order = _output_order(module, lf, aliases)
+        fn = lf.fn
+        if order is not None:
+            fn = _reordered(lf.fn, order)
         try:
-            with jax.enable_x64(True):
-                art = xc.compile_xla(lf.fn, lf.arg_specs, self.platform, topology=self.topology)
+            with jax.enable_x64(True), warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                art = xc.compile_xla(fn, lf.arg_specs, self.platform, topology=self.topology,
+                                     donate=donate)
         except xc.XlaUnavailable as e:
             raise TargetUnavailable(str(e)) from e
         except xc.XlaCompileError as e:
             raise LoweringError(str(e)) from e
+        notes = list(lf.notes)
+        for w in caught:  # e.g. "Some donated buffers were not usable": kept as a note, not printed
+            notes.append(f"jax: {str(w.message).splitlines()[0]}")
+        io_alias = hlo_input_output_alias(art.hlo)
+        if order is not None:  # HLO output j is the function's output order[j]
+            io_alias = {order[j]: a for j, a in io_alias.items()}
+        if aliases and io_alias != aliases:
+            notes.append(f"XLA paired donated buffers as {io_alias} (output: argument), the function's "
+                         f"aliases are {aliases}; outputs still update their own arguments")
 
         hlo_kernels = art.kernels()
         costs = kernel_costs(art.hlo)
@@ -231,9 +261,12 @@ class XlaTarget(Target):
                 "bytes": int(sum(w.nbytes for w in lf.weights)),
                 "names": list(lf.weight_names),
             },
-            "notes": list(lf.notes),
+            "notes": notes,
+            "input_output_alias": {str(o): a for o, a in sorted(io_alias.items())},
         }
-        runner = _make_runner(art, lf) if art.runner is not None else None
+        if order is not None:
+            info["hlo_output_order"] = list(order)
+        runner = XlaExecutable(art, lf, donate, order) if art.runner is not None else None
         profiler = _make_profiler(runner, [k.name for k in kernels]) if runner and art.platform == "cpu" else None
         # The artifact's compile time is what a user waits for: trace + StableHLO + XLA.
         return Artifact(
@@ -246,7 +279,18 @@ class XlaTarget(Target):
             info,
             runner,
             profiler,
+            aliases=dict(aliases),
+            arg_names=[a.name or f"arg{i}" for i, a in enumerate(module.entry.args)],
         )
+
+    # -- sessions -------------------------------------------------------------------------------
+    def open_session(self, artifact: Artifact, aliases: Mapping[int, int] | None = None) -> XlaSession:
+        """A session whose bound and aliased arguments stay on the device as JAX arrays; an aliased
+        argument's buffer is donated to the call and the output that overwrites it takes its place."""
+        if not isinstance(artifact.runner, XlaExecutable):
+            av = self.availability()
+            raise TargetUnavailable(f"target '{self.name}' cannot run here: {av.reason or 'compile-only artifact'}")
+        return XlaSession(self, artifact, aliases)
 
 
 for _name, _platform, _spec in (
@@ -262,8 +306,6 @@ for _name, _platform, _spec in (
 
 def _kernel_ir_ops(k: Any, lf: LoweredFunction) -> list[str]:
     """IR op ids of a kernel: every IR scope (outer fused ops too) in its ops' names."""
-    from irkit.targets.xla_compile import parse_ir_scopes
-
     out: list[str] = []
     for name in k.op_names:
         for s in parse_ir_scopes(name):
@@ -280,9 +322,7 @@ def _weight_operands(hlo: str, lf: LoweredFunction) -> dict[str, list[str]]:
     metadata; the parameter they read names the constant. JAX names the parameters of
     ``f(*args)`` ``args_N_``.
     """
-    from irkit.targets.xla_compile import _parse_module
-
-    mod = _parse_module(hlo)
+    mod = parse_hlo_module(hlo)
     if mod.entry is None:
         return {}
     n_in = len(lf.input_specs)
@@ -303,27 +343,182 @@ def _weight_operands(hlo: str, lf: LoweredFunction) -> dict[str, list[str]]:
     return out
 
 
-def _make_runner(art: Any, lf: LoweredFunction) -> Any:
-    """NumPy in, NumPy out: the compiled executable with the weights bound on the device."""
-    import jax
+def _checked_aliases(module: Module, lf: LoweredFunction, target: str) -> dict[int, int]:
+    """The entry function's ``aliases`` (output -> argument), each pair checked to have the same type
+    at these dim values: XLA can only give an output the buffer of an argument of its shape and dtype."""
+    aliases = module_aliases(module)
+    fn = module.entry
+    for o, a in sorted(aliases.items()):
+        if not 0 <= a < len(lf.input_specs) or not 0 <= o < len(fn.outputs):
+            raise LoweringError(f"{target}: function '{fn.name}': alias output {o} -> argument {a} is out of "
+                                f"range ({len(fn.outputs)} outputs, {len(lf.input_specs)} arguments); fix the "
+                                "function's 'aliases' attribute")
+        spec = lf.input_specs[a]
+        out_t = fn.outputs[o].type
+        shape = tuple(eval_dim(d, lf.bindings) for d in out_t.shape)
+        if shape != tuple(spec.shape) or np.dtype(out_t.dtype.np) != np.dtype(spec.dtype):
+            raise LoweringError(f"{target}: function '{fn.name}': alias output {o} -> argument {a}: output is "
+                                f"{np.dtype(out_t.dtype.np)}{list(shape)}, argument is {np.dtype(spec.dtype)}"
+                                f"{list(spec.shape)}; an output can only overwrite an argument of its type")
+    return aliases
 
-    from irkit.targets.xla_compile import cpu_device
 
-    device = cpu_device() if art.platform == "cpu" else None
-    with jax.enable_x64(True):
-        weights = [jax.device_put(w, device) for w in lf.weights]
-    dtypes = [np.dtype(s.dtype) for s in lf.input_specs]
-    compiled = art.runner
+def _jax_pairing(outs: Sequence[tuple], ins: Sequence[tuple], donated: Sequence[int]) -> dict[int, int]:
+    """How ``jax.jit`` pairs donated arguments with outputs: each output, in order, takes the
+    first donated argument of its shape and dtype not yet taken."""
+    free: dict[tuple, list[int]] = {}
+    for a in sorted(donated):
+        free.setdefault(ins[a], []).append(a)
+    pairs: dict[int, int] = {}
+    for i, key in enumerate(outs):
+        if free.get(key):
+            pairs[i] = free[key].pop(0)
+    return pairs
 
-    def runner(xs: Sequence[np.ndarray]) -> list[np.ndarray]:
-        if len(xs) != len(dtypes):
-            raise TargetUnavailable(f"{art.target}: expected {len(dtypes)} inputs, got {len(xs)}")
-        args = [np.asarray(x).astype(dt, copy=False) for x, dt in zip(xs, dtypes)]
+
+def _output_order(module: Module, lf: LoweredFunction, aliases: Mapping[int, int]) -> list[int] | None:
+    """None when JAX's pairing of donated buffers already gives every aliased output its own
+    argument; else an order of the outputs (aliased ones first, by argument) under which it does."""
+    if not aliases:
+        return None
+    outs = [(tuple(eval_dim(d, lf.bindings) for d in v.type.shape), np.dtype(v.type.dtype.np))
+            for v in module.entry.outputs]
+    ins = [(tuple(s.shape), np.dtype(s.dtype)) for s in lf.input_specs]
+    if _jax_pairing(outs, ins, list(aliases.values())) == dict(aliases):
+        return None
+    first = sorted(aliases, key=lambda o: aliases[o])
+    order = first + [i for i in range(len(outs)) if i not in aliases]
+    return order
+
+
+def _reordered(fn: Any, order: Sequence[int]) -> Any:
+    """``fn`` returning its outputs in ``order`` (same name, so the HLO's op names stay)."""
+
+    def reordered(*args: Any) -> Any:
+        outs = fn(*args)
+        return tuple(outs[i] for i in order)
+
+    reordered.__name__ = reordered.__qualname__ = getattr(fn, "__name__", "fn")
+    return reordered
+
+
+def hlo_input_output_alias(hlo_text: str) -> dict[int, int]:
+    """``{output index: parameter number}`` from an HLO module's ``input_output_alias`` header
+    (``input_output_alias={ {0}: (3, {}, may-alias) }``); empty when nothing is aliased."""
+    head = hlo_text.split("\n", 1)[0]
+    m = re.search(r"input_output_alias=\{(.*?)\}\s*(?:,\s*[a-z_]+=|$)", head)
+    if not m:
+        return {}
+    return {int(o): int(p) for o, p in re.findall(r"\{(\d+)\}:\s*\((\d+),", m.group(1))}
+
+
+class XlaExecutable:
+    """The compiled executable with the lifted weights resident on the device: NumPy in, NumPy out.
+
+    It is the artifact's ``runner`` (what :meth:`Target.run` calls) and what an
+    :class:`XlaSession` calls with its resident JAX arrays; ``donate`` lists the argument
+    positions whose buffers the executable consumes (the function's aliased arguments)."""
+
+    def __init__(self, art: Any, lf: LoweredFunction, donate: Sequence[int] = (),
+                 order: Sequence[int] | None = None) -> None:
+        import jax
+        from irkit.targets.xla_platform import cpu_device
+
+        self.target = art.target
+        self.platform = art.platform
+        self.device = cpu_device() if art.platform == "cpu" else None
         with jax.enable_x64(True):
-            outs = compiled(*args, *weights)
-        return [np.asarray(o) for o in outs]
+            self.weights = [jax.device_put(w, self.device) for w in lf.weights]
+        if self.device is None and self.weights:
+            self.device = next(iter(self.weights[0].devices()))
+        self.dtypes = [np.dtype(s.dtype) for s in lf.input_specs]
+        self.compiled = art.runner
+        self.donate = frozenset(donate)
+        # The executable returns output order[j] at position j (see _output_order); undo it.
+        self.unorder = None if order is None else [list(order).index(i) for i in range(len(order))]
 
-    return runner
+    def put(self, array: np.ndarray, index: int) -> Any:
+        """``array`` on the device as argument ``index``'s dtype."""
+        import jax
+
+        with jax.enable_x64(True):
+            return jax.device_put(np.asarray(array).astype(self.dtypes[index], copy=False), self.device)
+
+    def call(self, args: Sequence[Any]) -> list[Any]:
+        """One call on NumPy or JAX arrays (one per input); the outputs stay JAX arrays."""
+        import jax
+
+        with jax.enable_x64(True):
+            outs = self.compiled(*args, *self.weights)
+        if self.unorder is None:
+            return list(outs)
+        return [outs[j] for j in self.unorder]
+
+    def __call__(self, xs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        if len(xs) != len(self.dtypes):
+            raise TargetUnavailable(f"{self.target}: expected {len(self.dtypes)} inputs, got {len(xs)}")
+        args = [np.asarray(x).astype(dt, copy=False) for x, dt in zip(xs, self.dtypes)]
+        return [np.asarray(o) for o in self.call(args)]
+
+
+def _host_copy(x: Any) -> np.ndarray:
+    """A NumPy copy of a JAX array that leaves no reference to its buffer behind: on the CPU
+    ``np.asarray`` would view the buffer (and JAX caches that view), which stops the next call
+    from donating it."""
+    try:
+        return np.array(np.from_dlpack(x), copy=True)
+    except (TypeError, RuntimeError, BufferError, ValueError):  # a device buffer: a host copy anyway
+        return np.asarray(x)
+
+
+class XlaSession(Session):
+    """Resident JAX arrays on the target's device; aliased arguments donated and updated in place.
+
+    Bound arguments (weights, a prompt) are put on the device once. An aliased argument (a KV
+    cache) is passed to the executable as a resident JAX array whose buffer XLA reuses for the
+    output that overwrites it (``input_output_alias``), and that output becomes the argument of
+    the next call: no host round trip and no copy of the cache per step. Each call goes straight
+    to the compiled executable (JAX's C++ dispatch), with no tracing."""
+
+    def __init__(self, target: Target, artifact: Artifact, aliases: Mapping[int, int] | None = None):
+        super().__init__(target, artifact, aliases)
+        exe = artifact.runner
+        assert isinstance(exe, XlaExecutable)
+        self.exe = exe
+        self._vals: dict[int, Any] = {}
+        # An argument the executable consumes but this session does not feed back (aliases given
+        # here that differ from the compiled ones) is kept on the host and copied in per call.
+        self._host_only = exe.donate - set(self.aliases.values())
+        self._fed_back = sorted(self.aliases.items())
+
+    def _has(self, index: int) -> bool:
+        return index in self._vals
+
+    def _bind(self, index: int, array: np.ndarray) -> None:
+        if index in self._host_only:
+            self._vals[index] = np.asarray(array).astype(self.exe.dtypes[index])
+        else:
+            self._vals[index] = self.exe.put(array, index)
+
+    def _read(self, index: int) -> np.ndarray:
+        v = self._vals[index]
+        return np.array(v, copy=True) if isinstance(v, np.ndarray) else _host_copy(v)
+
+    def _run(self, xs: list[np.ndarray | None], fetch: Sequence[int] | None) -> list[np.ndarray]:
+        vals, dtypes = self._vals, self.exe.dtypes
+        args = [vals[i] if x is None else x.astype(dtypes[i], copy=False) for i, x in enumerate(xs)]
+        outs = self.exe.call(args)
+        for o, a in self._fed_back:
+            vals[a] = outs[o] if a not in self._host_only else _host_copy(outs[o])
+        picked = range(len(outs)) if fetch is None else fetch
+        aliased = self.aliases
+        return [_host_copy(outs[i]) if i in aliased else np.asarray(outs[i]) for i in picked]
+
+    def close(self) -> None:
+        for v in self._vals.values():
+            if hasattr(v, "delete") and not v.is_deleted():
+                v.delete()
+        self._vals.clear()
 
 
 def _make_profiler(runner: Any, names: Sequence[str], runs: int = 3) -> Any:
@@ -447,18 +642,14 @@ _FREE = frozenset(
 
 def _elems(shape_text: str) -> tuple[int, float]:
     """(elements of the first array, bytes of every array) in an HLO shape string."""
-    from irkit.targets.xla_compile import _parse_shapes
-
-    shapes = _parse_shapes(shape_text)
+    shapes = parse_shapes(shape_text)
     first = int(np.prod(shapes[0].dims)) if shapes else 0
     nbytes = sum(float(np.prod(s.dims)) * _ITEMSIZE.get(s.dtype, 4) for s in shapes)
     return first, nbytes
 
 
 def _dims(shape_text: str) -> tuple[int, ...]:
-    from irkit.targets.xla_compile import _parse_shapes
-
-    shapes = _parse_shapes(shape_text)
+    shapes = parse_shapes(shape_text)
     return shapes[0].dims if shapes else ()
 
 
@@ -466,8 +657,6 @@ def _instr_cost(
     mod: Any, ins: Any, table: Mapping[str, Any], seen: set[str]
 ) -> tuple[float, float]:
     """(flops, transcendentals) of one instruction; a fusion counts its body."""
-    from irkit.targets.xla_compile import _attr_value
-
     op = ins.opcode
     out, _ = _elems(ins.shape)
 
@@ -479,17 +668,17 @@ def _instr_cost(
         )
 
     if op == "fusion":
-        callee = _attr_value(ins.attrs, "calls")
+        callee = attr_value(ins.attrs, "calls")
         return _computation_cost(mod, (callee or "").lstrip("%"), seen)
     if op == "dot":
         lhs = _dims(operand_shape(0))
         k = 1
-        for d in re.findall(r"\d+", _attr_value(ins.attrs, "lhs_contracting_dims") or ""):
+        for d in re.findall(r"\d+", attr_value(ins.attrs, "lhs_contracting_dims") or ""):
             k *= lhs[int(d)] if int(d) < len(lhs) else 1
         return 2.0 * out * k, 0.0
     if op == "convolution":
         rhs = _dims(operand_shape(1))
-        m = re.match(r"[^_]*_([^-]*)->", _attr_value(ins.attrs, "dim_labels") or "")
+        m = re.match(r"[^_]*_([^-]*)->", attr_value(ins.attrs, "dim_labels") or "")
         o = m.group(1).find("o") if m else -1
         if rhs and 0 <= o < len(rhs) and rhs[o]:
             return 2.0 * out * float(np.prod(rhs)) / rhs[o], 0.0
@@ -525,9 +714,7 @@ def kernel_costs(hlo_text: str) -> dict[str, tuple[float | None, float, float]]:
     (a Pallas kernel, a library call) has None FLOPs: its body is opaque. Bytes are the
     kernel's operands plus results.
     """
-    from irkit.targets.xla_compile import _attr_value, _parse_module
-
-    mod = _parse_module(hlo_text)
+    mod = parse_hlo_module(hlo_text)
     out: dict[str, tuple[float | None, float, float]] = {}
 
     def walk(comp: str, visited: set[str]) -> None:
@@ -538,7 +725,7 @@ def kernel_costs(hlo_text: str) -> dict[str, tuple[float | None, float, float]]:
         for ins in mod.computations[comp]:
             if ins.opcode in ("while", "conditional", "call"):
                 for key in ("body", "condition", "to_apply", "branch_computations", "calls"):
-                    v = _attr_value(ins.attrs, key)
+                    v = attr_value(ins.attrs, key)
                     for callee in re.findall(r"%?([\w.\-]+)", (v or "").strip("{}")):
                         walk(callee, visited)
                 continue
@@ -576,7 +763,7 @@ _LAYOUT_OPS = frozenset(
 
 
 def padded_bytes(shape: Any) -> float:
-    """Bytes of an HLO array (:class:`~irkit.targets.xla_compile.HloShape`) at its tiled size:
+    """Bytes of an HLO array (:class:`~irkit.targets.hlo_text.HloShape`) at its tiled size:
     in layout order, the minor dims rounded up to the outer tile (``T(8,128)``: the second
     most minor dim to 8, the most minor to 128)."""
     dims = list(shape.dims)
@@ -609,9 +796,7 @@ class HloTraffic:
 
 def hlo_traffic(hlo_text: str) -> HloTraffic:
     """Re-count the bytes the entry computation's kernels read and write (bitcasts are free)."""
-    from irkit.targets.xla_compile import _parse_module, _parse_shapes
-
-    mod = _parse_module(hlo_text)
+    mod = parse_hlo_module(hlo_text)
     out = HloTraffic()
     if mod.entry is None:
         return out
@@ -626,8 +811,8 @@ def hlo_traffic(hlo_text: str) -> HloTraffic:
             ins.opcode == "custom-call" and '"ConcatBitcast"' in ins.attrs
         ):
             continue  # ConcatBitcast: slices already adjacent in VMEM viewed as one array
-        results = list(_parse_shapes(ins.shape))
-        operands = [sh for o in ins.operands if o in table for sh in _parse_shapes(table[o].shape)]
+        results = list(parse_shapes(ins.shape))
+        operands = [sh for o in ins.operands if o in table for sh in parse_shapes(table[o].shape)]
         if ins.opcode in _ASYNC_MOVES:
             # An asynchronous copy or slice into VMEM: each half of the pair (start, done)
             # moves the destination array once, a read and a write. copy-start's result is

@@ -52,14 +52,14 @@ from typing import Any
 
 import numpy as np
 from irkit.targets.base import LoweringTable, op_ids
-from irkit.targets.xla_compile import ir_scope
+from irkit.targets.ir_scope import ir_scope
 
 from irkit.errors import IrkitError
 from irkit.ir.core import Dense, Function, Graph, Module, Op
 from irkit.ir.ops import OPS, named_operands
 from irkit.ir.types import DType, TensorType, eval_dim, normalize_axis
 
-__all__ = ["RULES", "XLA_RULES", "LowerOptions", "LoweredFunction", "LoweringError", "jax_dtype", "lower_to_jax"]
+__all__ = ["RULES", "XLA_RULES", "LowerOptions", "LoweredFunction", "LoweringError", "RuleContext", "jax_dtype", "lower_to_jax"]
 
 
 class LoweringError(IrkitError):
@@ -117,15 +117,16 @@ def jax_dtype(dt: DType) -> Any:
 # --------------------------------------------------------------------------------------------
 
 
-Rule = Callable[["_Ctx", Op, list[Any]], list[Any]]
+Rule = Callable[["RuleContext", Op, list[Any]], list[Any]]
 XLA_RULES = LoweringTable("xla")
 """The lowering rules, keyed by IR op name: the XLA targets' coverage (``irkit coverage`` reads it)."""
 RULES = XLA_RULES  # the older name, kept for callers that import it
 rule = XLA_RULES.rule
 
 
-class _Ctx:
-    """What a rule may need: dim values, options, op attributes, weights, nested regions."""
+class RuleContext:
+    """What a lowering rule is given besides the op and its JAX inputs: dim values, options,
+    op attributes with defaults, lifted weights, and how to lower nested regions."""
 
     def __init__(
         self,
@@ -305,13 +306,13 @@ _UNARY_NAMES = (
 
 
 @rule(*(f"ik.{n}" for n in _UNARY_NAMES))
-def _unary(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _unary(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     fn = _unary_fns()[op.name[3:]]
     return [fn(_compute(xs[0])).astype(ctx.out_dtype(op))]
 
 
 @rule("ik.gelu")
-def _gelu(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _gelu(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     import jax.numpy as jnp
     from jax import lax
 
@@ -357,7 +358,7 @@ def _binary_fns() -> dict[str, Callable[[Any, Any], Any]]:
 
 
 @rule("ik.add", "ik.sub", "ik.mul", "ik.div", "ik.pow", "ik.max", "ik.min", "ik.rem")
-def _binary(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _binary(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     name = op.name[3:]
     out = ctx.out_dtype(op)
     x, y = xs
@@ -372,7 +373,7 @@ def _binary(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
 
 
 @rule("ik.eq", "ik.ne", "ik.lt", "ik.le", "ik.gt", "ik.ge")
-def _compare(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _compare(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     import jax.numpy as jnp
 
     fn = {
@@ -387,7 +388,7 @@ def _compare(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
 
 
 @rule("ik.and", "ik.or", "ik.xor")
-def _logical(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _logical(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     import jax.numpy as jnp
 
     fn = {"and": jnp.logical_and, "or": jnp.logical_or, "xor": jnp.logical_xor}[op.name[3:]]
@@ -395,21 +396,21 @@ def _logical(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
 
 
 @rule("ik.not")
-def _not(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _not(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     import jax.numpy as jnp
 
     return [jnp.logical_not(xs[0])]
 
 
 @rule("ik.where")
-def _where(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _where(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     import jax.numpy as jnp
 
     return [jnp.where(xs[0], xs[1], xs[2]).astype(ctx.out_dtype(op))]
 
 
 @rule("ik.cast")
-def _cast(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _cast(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     from jax import lax
 
     x = xs[0]
@@ -421,7 +422,7 @@ def _cast(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
 
 
 @rule("ik.dropout")
-def _dropout(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _dropout(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     return [xs[0]]
 
 
@@ -431,7 +432,7 @@ def _dropout(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
 
 
 @rule("ik.reduce_sum", "ik.reduce_mean", "ik.reduce_max", "ik.reduce_min", "ik.reduce_prod")
-def _reduce(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _reduce(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     import jax.numpy as jnp
 
     a = ctx.attrs(op)
@@ -452,7 +453,7 @@ def _reduce(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
 
 
 @rule("ik.argmax", "ik.argmin")
-def _argmax(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _argmax(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     """First index of the extreme (NaN counts as the extreme, as NumPy); the last with
     ``select_last_index`` (the first of the reversed axis)."""
     import jax.numpy as jnp
@@ -480,7 +481,7 @@ def _finite_max(x: Any, axis: int) -> Any:
 
 
 @rule("ik.softmax")
-def _softmax(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _softmax(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     import jax.numpy as jnp
 
     x = _compute(xs[0])
@@ -490,7 +491,7 @@ def _softmax(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
 
 
 @rule("ik.log_softmax")
-def _log_softmax(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _log_softmax(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     import jax.numpy as jnp
 
     x = _compute(xs[0])
@@ -506,7 +507,7 @@ def _by_name(op: Op, xs: list[Any]) -> dict[str, Any]:
 
 
 @rule("ik.layer_norm")
-def _layer_norm(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _layer_norm(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     import jax.numpy as jnp
     from jax import lax
 
@@ -526,7 +527,7 @@ def _layer_norm(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
 
 
 @rule("ik.rms_norm")
-def _rms_norm(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _rms_norm(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     import jax.numpy as jnp
     from jax import lax
 
@@ -560,7 +561,7 @@ def _dot_types(x: Any) -> tuple[Any, Any]:
 
 
 @rule("ik.matmul")
-def _matmul(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _matmul(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     import jax.numpy as jnp
 
     x, y = xs
@@ -575,7 +576,7 @@ def _matmul(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
     return [r.astype(out)]
 
 
-def _pallas_matmul(ctx: _Ctx, op: Op, x: Any, y: Any, tile: tuple[int, ...]) -> Any | None:
+def _pallas_matmul(ctx: RuleContext, op: Op, x: Any, y: Any, tile: tuple[int, ...]) -> Any | None:
     """``x @ y`` through the Pallas blocked kernel, or None (with a note) where it does not fit."""
     import jax
     import jax.numpy as jnp
@@ -645,7 +646,7 @@ def _pallas_matmul(ctx: _Ctx, op: Op, x: Any, y: Any, tile: tuple[int, ...]) -> 
 
 
 @rule("ik.contract")
-def _contract(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _contract(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     from jax import lax
 
     a = ctx.attrs(op)
@@ -660,7 +661,7 @@ def _contract(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
 
 
 @rule("ik.conv2d")
-def _conv2d(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _conv2d(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     from jax import lax
 
     a = ctx.attrs(op)
@@ -696,7 +697,7 @@ def _conv2d(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
 
 
 @rule("ik.attention")
-def _attention(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _attention(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     """softmax(scale·QKᵀ + bias, masked) V with grouped K/V heads, as ``attention_reference``.
 
     Grouped heads are not repeated: Q is viewed as [B, Hk, G, Sq, D] and contracted with
@@ -763,26 +764,26 @@ def _attention(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
 
 
 @rule("ik.reshape")
-def _reshape(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _reshape(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     return [xs[0].reshape(ctx.shape(ctx.attrs(op)["shape"]))]
 
 
 @rule("ik.transpose")
-def _transpose(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _transpose(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     import jax.numpy as jnp
 
     return [jnp.transpose(xs[0], tuple(ctx.attrs(op)["perm"]))]
 
 
 @rule("ik.broadcast")
-def _broadcast(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _broadcast(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     import jax.numpy as jnp
 
     return [jnp.broadcast_to(xs[0], ctx.shape(ctx.attrs(op)["shape"]))]
 
 
 @rule("ik.slice")
-def _slice(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _slice(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     from jax import lax
 
     a = ctx.attrs(op)
@@ -792,14 +793,14 @@ def _slice(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
 
 
 @rule("ik.concat")
-def _concat(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _concat(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     import jax.numpy as jnp
 
     return [jnp.concatenate(xs, axis=normalize_axis(ctx.attrs(op)["axis"], xs[0].ndim))]
 
 
 @rule("ik.split")
-def _split(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _split(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     from jax import lax
 
     a = ctx.attrs(op)
@@ -813,7 +814,7 @@ def _split(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
 
 
 @rule("ik.gather")
-def _gather(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _gather(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     import jax.numpy as jnp
 
     data, idx = xs
@@ -825,7 +826,7 @@ def _gather(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
 
 
 @rule("ik.iota")
-def _iota(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _iota(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     from jax import lax
 
     t = ctx.out_type(op)
@@ -835,7 +836,7 @@ def _iota(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
 
 
 @rule("ik.constant")
-def _constant(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _constant(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     import jax.numpy as jnp
 
     value: Dense = op.attrs["value"]
@@ -849,13 +850,13 @@ def _constant(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
 
 
 @rule("ik.dim_value")
-def _dim_value(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _dim_value(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     a = ctx.attrs(op)
     return [_scalar(ctx.dim(a["dim"][0]), ctx.out_dtype(op))]
 
 
 @rule("ik.pad")
-def _pad(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _pad(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     from jax import lax
 
     a = ctx.attrs(op)
@@ -868,7 +869,7 @@ def _pad(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
 
 
 @rule("ik.fused")
-def _fused(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _fused(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     return ctx.run_graph(op.regions[0], xs)
 
 
@@ -904,7 +905,7 @@ def _math_fns() -> dict[str, Callable[[Any], Any]]:
 
 @rule(*(f"ik.{n}" for n in ("tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
                             "log1p", "expm1", "round", "trunc", "erfinv", "lgamma", "digamma")))
-def _math(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _math(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     import jax.numpy as jnp
 
     x = _compute(xs[0])
@@ -918,7 +919,7 @@ def _math(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
 
 
 @rule("ik.isnan", "ik.isinf", "ik.isfinite")
-def _classify(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _classify(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     import jax.numpy as jnp
 
     fn = {"ik.isnan": jnp.isnan, "ik.isinf": jnp.isinf, "ik.isfinite": jnp.isfinite}[op.name]
@@ -926,7 +927,7 @@ def _classify(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
 
 
 @rule("ik.bitwise_not", "ik.popcount", "ik.clz")
-def _bits_unary(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _bits_unary(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     from jax import lax
 
     fn = {"ik.bitwise_not": lax.bitwise_not, "ik.popcount": lax.population_count, "ik.clz": lax.clz}[op.name]
@@ -939,7 +940,7 @@ def _signed_twin(dt: Any) -> Any:
 
 @rule("ik.bitwise_and", "ik.bitwise_or", "ik.bitwise_xor", "ik.shift_left", "ik.shift_right_logical",
       "ik.shift_right_arithmetic")
-def _bits_binary(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _bits_binary(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     """XLA's own bit ops; their shift semantics are the reference's (amount read as unsigned,
     an amount >= the width gives 0 or the sign fill)."""
     import jax.numpy as jnp
@@ -964,14 +965,14 @@ def _bits_binary(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
 
 
 @rule("ik.atan2")
-def _atan2(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _atan2(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     import jax.numpy as jnp
 
     return [jnp.arctan2(_compute(xs[0]), _compute(xs[1])).astype(ctx.out_dtype(op))]
 
 
 @rule("ik.nextafter")
-def _nextafter(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _nextafter(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     import jax.numpy as jnp
     from jax import lax
 
@@ -980,7 +981,7 @@ def _nextafter(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
 
 
 @rule("ik.mod", "ik.floor_div")
-def _floored(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _floored(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     """NumPy's floored mod / floor_divide (jnp's follow npy_divmod); an integer division by zero
     gives 0, as the reference (XLA's own answer would be -1 or x)."""
     import jax.numpy as jnp
@@ -1015,7 +1016,7 @@ def _identity(kind: str, dt: Any) -> Any:
 
 
 @rule("ik.cumsum", "ik.cumprod", "ik.cummax", "ik.cummin")
-def _scan(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _scan(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     import jax.numpy as jnp
     from jax import lax
 
@@ -1086,7 +1087,7 @@ def _scatter_rows(rows: Any, target: Any, upd: Any, reduction: str) -> Any:
 
 
 @rule("ik.gather_elements")
-def _gather_elements(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _gather_elements(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     data, idx = xs
     ax = normalize_axis(ctx.attrs(op)["axis"], data.ndim)
     target = _elements_targets(data.shape, idx, ax)
@@ -1095,7 +1096,7 @@ def _gather_elements(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
 
 
 @rule("ik.scatter_elements")
-def _scatter_elements(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _scatter_elements(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     import jax.numpy as jnp
 
     a = ctx.attrs(op)
@@ -1126,7 +1127,7 @@ def _nd_targets(idx: Any, dims: Sequence[int]) -> Any:
 
 
 @rule("ik.gather_nd")
-def _gather_nd(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _gather_nd(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     import jax.numpy as jnp
 
     data, idx = xs
@@ -1142,7 +1143,7 @@ def _gather_nd(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
 
 
 @rule("ik.scatter_nd")
-def _scatter_nd(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _scatter_nd(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     import jax.numpy as jnp
 
     a = ctx.attrs(op)
@@ -1168,7 +1169,7 @@ def _starts(starts: Any, dims: Sequence[int], sizes: Sequence[int]) -> list[Any]
 
 
 @rule("ik.dynamic_slice")
-def _dynamic_slice(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _dynamic_slice(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     from jax import lax
 
     x, starts = xs
@@ -1177,7 +1178,7 @@ def _dynamic_slice(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
 
 
 @rule("ik.dynamic_update_slice")
-def _dynamic_update_slice(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _dynamic_update_slice(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     from jax import lax
 
     x, upd, starts = xs
@@ -1185,7 +1186,7 @@ def _dynamic_update_slice(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
 
 
 @rule("ik.reverse")
-def _reverse(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _reverse(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     from jax import lax
 
     x = xs[0]
@@ -1224,7 +1225,7 @@ def _sort_order(x: Any, ax: int, descending: bool) -> Any:
 
 
 @rule("ik.sort", "ik.topk")
-def _sort(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _sort(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     """Sort as the reference does; top-k is the first k of that order (ties to the lower index)."""
     import jax.numpy as jnp
     from jax import lax
@@ -1243,7 +1244,7 @@ def _sort(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
 
 
 @rule("ik.reduce_window")
-def _reduce_window(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _reduce_window(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     from jax import lax
 
     from irkit.ir.ops_window import window_attrs
@@ -1263,7 +1264,7 @@ _CONV_LAYOUTS = {1: ("NCH", "OIH", "NCH"), 2: ("NCHW", "OIHW", "NCHW"), 3: ("NCD
 
 
 @rule("ik.conv")
-def _conv(ctx: _Ctx, op: Op, xs: list[Any]) -> list[Any]:
+def _conv(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     """``conv_general_dilated`` with input (lhs) dilation; negative padding crops, as in XLA.
     Accumulates as the reference: f64 for f64, f32 for other floats, i64 for integers."""
     from jax import lax
@@ -1374,7 +1375,7 @@ def lower_to_jax(
 
     def irkit_fn(*args: Any) -> Any:
         notes.clear()
-        ctx = _Ctx(b, opts, ids, where, args[n_in:], notes)
+        ctx = RuleContext(b, opts, ids, where, args[n_in:], notes)
         outs = ctx.run_graph(fn.body, list(args[:n_in]))
         return tuple(outs)
 

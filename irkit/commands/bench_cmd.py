@@ -58,16 +58,105 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--csv", dest="csv_out", metavar="FILE")
     p.add_argument("--markdown", dest="md_out", metavar="FILE")
     p.add_argument("--plot", metavar="DIR", help="write PNG plots here")
+    p.add_argument("--breakdown", action="store_true",  # irkit/breakdown.py
+                   help="split each measured latency into kernels (per kernel), per-call overhead and engine "
+                        "other (docs/performance.md)")
+    from irkit.commands.generate_cmd import add_bench_generate_args  # --generate and its options
+
+    add_bench_generate_args(p)
+
+
+_UNITS = {
+    "compile_seconds": "s", "latency_median": "s", "latency_p90": "s", "latency_p99": "s",
+    "spread": "interquartile range / median", "throughput": "sequences/s", "achieved_flops": "FLOP/s",
+    "roofline_fraction": "estimated time / measured time", "estimated_seconds": "s", "peak_live_bytes": "bytes",
+    "cost_per_million": "USD per 1M sequences", "flops": "FLOP",
+}
+_COLUMNS = ("target", "B", "S", "source", "compile (s)", "median (ms)", "p90 (ms)", "p99 (ms)",
+            "spread (% of median)", "throughput (seq/s)", "achieved (GFLOP/s)", "of roofline (%)",
+            "price (USD/hour)", "cost (USD per 1M seq)")
+
+
+def _row_label(r: Any, spec_of: dict[str, str | None], avail_of: dict[str, Any],
+               prices: dict[str, float]) -> dict[str, Any]:
+    """Where a row's numbers come from: measured on the target here, or estimated from spec S."""
+    spec = spec_of.get(r.target)
+    if r.measured:
+        kind, basis = "measured", f"measured on {r.target} here"
+    elif r.latency_median:
+        kind, basis = "estimated", f"estimated from spec {spec}"
+    else:
+        kind, basis = ("failed" if r.status != "ok" else "no estimate"), (r.note or "no spec to estimate from")
+    from irkit.bench import price_for
+
+    price = price_for(r.target, spec, prices)
+    price_src = None
+    if price is not None:
+        price_src = "--price " + (r.target if r.target in prices else str(spec))
+    note = ""
+    av = avail_of.get(r.target)
+    if r.cost_per_million is not None and not r.measured:
+        if av is not None and not av.can_compile:
+            state = "unavailable in `irkit list-targets`"
+        else:
+            state = "compile only here"
+        reason = (av.reason or "").split(" (")[0].split("; ")[0][:120] if av is not None else ""
+        note = (f"USD per 1M seq is an estimate from spec {spec} at {price:g} USD/hour ({r.target}: {state}"
+                + (f": {reason}" if reason else "") + ")")
+    return {"target": r.target, "batch": r.batch, "seq": r.seq, "kind": kind, "basis": basis, "spec": spec,
+            "price_usd_per_hour": price, "price_source": price_src, "price_note": note}
+
+
+def _cells(r: Any, lab: dict[str, Any]) -> list[str]:
+    def f(x: float | None, k: float = 1.0, fmt: str = ".3g") -> str:
+        return "-" if x is None else format(x * k, fmt)
+
+    src = lab["kind"] if lab["kind"] not in ("measured", "estimated") else (
+        "measured here" if lab["kind"] == "measured" else f"estimated (spec {lab['spec']})")
+    cost = f(r.cost_per_million, 1, ".4g")
+    if r.cost_per_million is not None and lab["kind"] == "estimated":
+        cost += " (est.)"
+    return [r.target, str(r.batch), str(r.seq), src, f(r.compile_seconds), f(r.latency_median, 1e3),
+            f(r.latency_p90, 1e3), f(r.latency_p99, 1e3), f(r.spread, 100, ".0f"), f(r.throughput),
+            f(r.achieved_flops, 1e-9), f(r.roofline_fraction, 100, ".1f"), f(lab["price_usd_per_hour"], 1, ".2f"),
+            cost]
+
+
+def _break_even_line(e: dict[str, Any], by_key: dict[tuple[str, int, int], dict[str, Any]]) -> str:
+    line = (f"B={e['batch']} S={e['seq']}: {e['faster']} compiles slower than {e['slower']} but wins after "
+            f"{e['inferences_to_break_even']} inferences")
+    est = [f"{t}'s latency is estimated from spec {by_key[(t, e['batch'], e['seq'])]['spec']}"
+           for t in e.get("estimated", [])]
+    if est:
+        line += " (" + "; ".join(est) + "; compile times measured here)"
+    else:
+        line += " (both measured here)"
+    return line
+
+
+def _markdown(rows: Sequence[Any], labels: Sequence[dict[str, Any]], be: Sequence[dict[str, Any]],
+              by_key: dict[tuple[str, int, int], dict[str, Any]]) -> str:
+    out = ["| " + " | ".join(_COLUMNS) + " |", "|" + "---|" * len(_COLUMNS)]
+    for r, lab in zip(rows, labels):
+        out.append("| " + " | ".join(_cells(r, lab)) + " |")
+    notes = [f"- {r.target} B={r.batch} S={r.seq}: {lab['price_note']}" for r, lab in zip(rows, labels)
+             if lab["price_note"]]
+    notes += [f"- {_break_even_line(e, by_key)}" for e in be]
+    return "\n".join(out + ([""] + notes if notes else [])) + "\n"
 
 
 @command("bench", "latency, throughput, compile time and cost per target and shape")
 @args_for(_bench_args)
 def cmd_bench(args: argparse.Namespace) -> int:
+    if getattr(args, "generate", False):  # generation with a KV cache: irkit/commands/generate_cmd.py
+        from irkit.commands.generate_cmd import bench_generate
+
+        return bench_generate(args)
     from rich.console import Console
     from rich.progress import Progress
 
     from irkit.bench import (BenchRow, KernelPoint, break_even, measure, parse_prices, peak_live_bytes,
-                             plot_all, price_for, rows_csv, rows_json, rows_markdown)
+                             plot_all, price_for, rows_csv, rows_json)
     from irkit.commands.targets_cmd import parse_bindings
     from irkit.fileio import atomic_write
     from irkit.interp import default_bindings, random_inputs
@@ -97,8 +186,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
         load_targets()
         check_price_keys(prices, sorted(TARGETS) + list_specs())
     rows: list[BenchRow] = []
+    breakdowns: list[Any] = []  # irkit/breakdown.py
     points: list[KernelPoint] = []
     peaks: dict[str, tuple[float, float]] = {}
+    spec_of = {t.name: t.spec for t in targets}
+    avail_of = {t.name: t.availability() for t in targets}
     console = Console(stderr=True)
     interrupted = False
     try:
@@ -143,6 +235,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
                             row.latency_median = tm.median
                             row.latency_p90, row.latency_p99 = tm.percentile(90), tm.percentile(99)
                             row.spread = tm.spread
+                            if args.breakdown:  # irkit/breakdown.py
+                                from irkit.breakdown import breakdown
+                                breakdowns.append((b, s, breakdown(t, art, xs, rounds=max(args.repeats, 5))))
                     if not row.measured and est is not None:
                         row.latency_median = est.seconds
                         row.note = row.note or ("estimated: " + (av.reason or "compile only"))
@@ -159,36 +254,41 @@ def cmd_bench(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         interrupted = True
         console.print("interrupted: writing the results measured so far")
+    labels = [_row_label(r, spec_of, avail_of, prices) for r in rows]
     from rich.table import Table
 
     tab = Table(title="irkit bench" + (" (partial)" if interrupted else ""))
-    for c in ("target", "B", "S", "kind", "compile s", "median ms", "p90", "p99", "spread", "seq/s", "GFLOP/s",
-              "of roofline", "$ per 1M seq"):
+    for c in _COLUMNS:
         tab.add_column(c)
-    for r in rows:
-        def f(x: float | None, k: float = 1.0, fmt: str = ".3g") -> str:
-            return "-" if x is None else format(x * k, fmt)
-        kind = "measured" if r.measured else ("estimated" if r.latency_median else "failed" if r.status != "ok"
-                                              else "no estimate")
-        tab.add_row(r.target, str(r.batch), str(r.seq), kind,
-                    f(r.compile_seconds), f(r.latency_median, 1e3), f(r.latency_p90, 1e3), f(r.latency_p99, 1e3),
-                    f(r.spread, 100, ".0f"), f(r.throughput), f(r.achieved_flops, 1e-9),
-                    f(r.roofline_fraction, 100, ".1f"), f(r.cost_per_million, 1, ".4g"))
-    Console(width=None if sys.stdout.isatty() else 200).print(tab)
+    for r, lab in zip(rows, labels):
+        tab.add_row(*_cells(r, lab))
+    Console(width=None if sys.stdout.isatty() else 240).print(tab)
     for r in rows:
         if r.status != "ok" or not r.latency_median:
             print(f"{r.target} B={r.batch} S={r.seq}: {r.status}: {r.note or 'no hardware description to estimate from'}")
+    for r, lab in zip(rows, labels):
+        if lab["price_note"]:
+            print(f"{r.target} B={r.batch} S={r.seq}: {lab['price_note']}")
+    if breakdowns:  # irkit/breakdown.py
+        from irkit.breakdown import render
+        for bb, ss, bd in breakdowns:
+            print(f"breakdown B={bb} S={ss} " + render(bd))
     be = break_even(rows)
+    by_key = {(r.target, r.batch, r.seq): lab for r, lab in zip(rows, labels)}
     for e in be:
-        print(f"B={e['batch']} S={e['seq']}: {e['faster']} compiles slower than {e['slower']} but wins after "
-              f"{e['inferences_to_break_even']} inferences")
-    extra_out = {"break_even": be, "interrupted": interrupted, "prices_per_hour": prices}
+        e["estimated"] = [t for t in (e["faster"], e["slower"])
+                          if by_key[(t, e["batch"], e["seq"])]["kind"] == "estimated"]
+        print(_break_even_line(e, by_key))
+    extra_out = {"break_even": be, "interrupted": interrupted, "prices_per_hour": prices,
+                 "labels": labels, "units": _UNITS}
+    if breakdowns:  # irkit/breakdown.py
+        extra_out["breakdown"] = [{"batch": bb, "seq": ss, **bd.as_dict()} for bb, ss, bd in breakdowns]
     if args.json_out:
         atomic_write(args.json_out, rows_json(rows, extra_out))
+    if args.md_out:
+        atomic_write(args.md_out, _markdown(rows, labels, be, by_key))
     if args.csv_out:
         atomic_write(args.csv_out, rows_csv(rows))
-    if args.md_out:
-        atomic_write(args.md_out, rows_markdown(rows))
     if args.plot:
         for p in plot_all(rows, points, peaks, args.plot):
             print(f"plot: {p}")

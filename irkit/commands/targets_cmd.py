@@ -73,16 +73,62 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bind", help="values of symbolic dims, e.g. B=1,S=128 (default: the module's examples)")
 
 
-@command("list-targets", "list targets and what each can do on this machine")
-@args_for(lambda p: p.add_argument("--json", action="store_true"))
-def cmd_list_targets(args: argparse.Namespace) -> int:
-    from irkit.targets.registry import list_targets
+def _list_targets_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--verbose", action="store_true",
+                   help="keep what JAX, libtpu and CUDA print while probing devices (hidden by default)")
 
+
+def gpu_status() -> dict[str, str]:
+    """For ``tvm-cuda`` and ``xla-gpu``: ``run`` or why they cannot run on this machine."""
+    from irkit.targets.cuda_env import cuda_status
+    from irkit.targets.registry import TARGETS, get_target
+
+    cuda = cuda_status()
+    out: dict[str, str] = {}
+    for name in ("tvm-cuda", "xla-gpu"):
+        if name not in TARGETS:
+            continue
+        av = get_target(name).availability()
+        if av.can_run:
+            out[name] = "run"
+            continue
+        why = cuda.problem() if name == "tvm-cuda" or av.can_compile else (av.reason or cuda.problem())
+        out[name] = f"cannot run: {why or av.reason}"
+        if av.can_compile:
+            out[name] += " (compiles here)"
+    return out
+
+
+@command("list-targets", "list targets and what each can do on this machine")
+@args_for(_list_targets_args)
+def cmd_list_targets(args: argparse.Namespace) -> int:
+    import os
+
+    from irkit.targets.registry import PLUGIN_ERRORS, TARGETS, load_targets
+
+    if args.verbose:
+        os.environ["IRKIT_VERBOSE"] = "1"
+    load_targets()
     rows = []
-    for t in list_targets():
-        av = t.availability()
+    for name, make in TARGETS.items():
+        try:
+            t = make()
+            av = t.availability()
+        except Exception as e:  # noqa: BLE001 - a plugin's broken target is one row, not a crash
+            first = (str(e).strip().splitlines() or [""])[0]
+            rows.append({"name": name, "status": "broken", "reason": f"{type(e).__name__}: {first}",
+                         "summary": "target plugin failed to start", "spec": None})
+            continue
         rows.append({"name": t.name, "status": av.label, "reason": av.reason, "summary": t.summary,
                      "spec": t.spec})
+    for err in PLUGIN_ERRORS:
+        rows.append({"name": err.name, "status": "broken", "reason": err.line(),
+                     "summary": f"target plugin from {err.distribution} ({err.module})", "spec": None})
+    gpu = gpu_status()
+    for r in rows:
+        if r["name"] in gpu:
+            r["gpu"] = gpu[r["name"]]
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
@@ -90,6 +136,10 @@ def cmd_list_targets(args: argparse.Namespace) -> int:
     for r in rows:
         why = f"  ({r['reason']})" if r["reason"] else ""
         print(f"{r['name']:<{w}}  {r['status']:<12} {r['summary']}{why}")
+    if gpu:
+        print("GPU here:")
+        for name, st in gpu.items():
+            print(f"  {name:<{w}}  {st}")
     return 0
 
 

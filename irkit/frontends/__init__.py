@@ -7,8 +7,9 @@ hands it to the right frontend.  Each frontend is imported only when needed.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from irkit.frontends.common import FrontendError
 from irkit.ir.core import Module
@@ -106,7 +107,11 @@ def _import_source(source: str, format: str | None = None, dynamic: dict[str, in
         raise FrontendError(f"unknown format '{fmt}' (expected one of {', '.join(FORMATS)})")
     is_factory = ":" in source and source.rsplit(":", 1)[0].endswith(".py")
     if is_factory:
-        from irkit.frontends.torch_export import import_torch_factory, is_torch_factory_result, load_factory_spec
+        from irkit.frontends.torch_export import (
+            import_torch_factory,
+            is_torch_factory_result,
+            load_factory_spec,
+        )
 
         result, label = load_factory_spec(source)
         if not isinstance(result, (tuple, list)) or len(result) not in (2, 3):
@@ -158,4 +163,4 @@ def _import_source(source: str, format: str | None = None, dynamic: dict[str, in
     raise FrontendError(f"{source}: format '{fmt}' needs a FILE.py:FACTORY source")
 
 
-__all__ = ["import_source", "guess_format", "FORMATS", "FrontendError"]
+__all__ = ["FORMATS", "FrontendError", "guess_format", "import_source"]

@@ -5,7 +5,7 @@ Design note: :func:`import_jax` traces ``fn`` with :func:`jax.make_jaxpr` and
 walks the equations once.  Call-like primitives (``jit``/``pjit``,
 ``closed_call``, ``custom_jvp_call``, ``custom_vjp_call``, ``remat``) are
 inlined; every other primitive has one handler in :data:`PRIMITIVES` (registered
-with ``@_prim``; refused primitives say why) that maps it to IR through
+with ``@converter``; refused primitives say why) that maps it to IR through
 :class:`~irkit.frontends.jax_emit.Emitter` and :mod:`~irkit.frontends.jax_emit_index`,
 which the StableHLO importer shares, so both paths agree on XLA semantics.  Closed-over arrays become ``ik.constant``, named after where
 they live in the function's closure (``h.0.attn.c_attn.weight`` for a params
@@ -35,6 +35,7 @@ import numpy as np
 
 from irkit.frontends import jax_emit_index as index
 from irkit.frontends.common import (
+    ConverterTable,
     FrontendError,
     UnsupportedOps,
     record_symbol_examples,
@@ -49,6 +50,7 @@ from irkit.frontends.jax_emit import (
     sym_dim,
 )
 from irkit.frontends.jax_stablehlo import import_hlo, import_stablehlo
+from irkit.ir.aliases import donation_aliases, set_aliases
 from irkit.ir.builder import Builder
 from irkit.ir.core import Function, Graph, Location, Module, Value
 from irkit.ir.types import Dim, DType, SymDim, TensorType
@@ -372,21 +374,15 @@ class _JaxprImporter:
 
 
 # ---------------------------------------------------------------------------
-# The primitive table: one handler per jaxpr primitive, registered with @_prim.
+# The primitive table: one handler per jaxpr primitive, registered with @converter.
 #
 # A handler gets the importer, the equation, its operands as IR values, its
 # parameters and its result types (from the avals, symbolic dims included).
 
 _Handler = Callable[[_JaxprImporter, Any, list[Value], Mapping[str, Any], list[TensorType]], _Out]
-PRIMITIVES: dict[str, _Handler] = {}
-
-
-def _prim(*names: str) -> Callable[[_Handler], _Handler]:
-    def reg(fn: _Handler) -> _Handler:
-        for n in names:
-            PRIMITIVES[n] = fn
-        return fn
-    return reg
+PRIMITIVES = ConverterTable("jax")
+converter = PRIMITIVES.converter
+"""Register a handler under jaxpr primitive names (``@converter("max", "min")``)."""
 
 
 _UNARY = {"neg": "neg", "abs": "abs", "exp": "exp", "log": "log", "sqrt": "sqrt", "rsqrt": "rsqrt",
@@ -436,109 +432,109 @@ def _reduce(kind: str) -> _Handler:
 
 
 for _n, _ir in _UNARY.items():
-    PRIMITIVES[_n] = _unary(_ir)
+    PRIMITIVES.add(_n, _unary(_ir))
 for _n, _ir in _BINARY.items():
-    PRIMITIVES[_n] = _binary(_ir)
+    PRIMITIVES.add(_n, _binary(_ir))
 for _n in _COMPARE:
-    PRIMITIVES[_n] = _binary(_n)
+    PRIMITIVES.add(_n, _binary(_n))
 for _n, _k in _REDUCE.items():
-    PRIMITIVES[_n] = _reduce(_k)
+    PRIMITIVES.add(_n, _reduce(_k))
 for _n in _IDENTITY:
-    PRIMITIVES[_n] = lambda imp, eqn, ins, p, ot: list(ins)
+    PRIMITIVES.add(_n, lambda imp, eqn, ins, p, ot: list(ins))
 
 
 def _dims(shape: Iterable[Any]) -> tuple[Dim, ...]:
     return tuple(sym_dim(d) for d in shape)
 
 
-@_prim("max", "min")
+@converter("max", "min")
 def _p_max(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
     return imp.em.minmax(eqn.primitive.name, ins[0], ins[1])
 
 
-@_prim("square")
+@converter("square")
 def _p_square(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
     return imp.em.binary("mul", ins[0], ins[0])
 
 
-@_prim("integer_pow")
+@converter("integer_pow")
 def _p_integer_pow(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any],
                    ot: list[TensorType]) -> _Out:
     return imp.em.integer_pow(ins[0], int(p["y"]))
 
 
-@_prim("exp2")
+@converter("exp2")
 def _p_exp2(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
     em = imp.em
     return em.unary("exp", em.binary("mul", ins[0], em.scalar(np.log(2.0), ins[0].dtype)))
 
 
-@_prim("erfc")
+@converter("erfc")
 def _p_erfc(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
     return imp.em.binary("sub", imp.em.scalar(1, ins[0].dtype), imp.em.unary("erf", ins[0]))
 
 
-@_prim("cbrt")
+@converter("cbrt")
 def _p_cbrt(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
     return imp.em.cbrt(ins[0])
 
 
-@_prim("round")
+@converter("round")
 def _p_round(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
     # RoundingMethod.AWAY_FROM_ZERO is 0, TO_NEAREST_EVEN is 1.
     return imp.em.round(ins[0], away_from_zero=int(p["rounding_method"]) == 0)
 
 
-@_prim("is_finite")
+@converter("is_finite")
 def _p_is_finite(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any],
                  ot: list[TensorType]) -> _Out:
     return imp.em.is_finite(ins[0])
 
 
-@_prim("not")
+@converter("not")
 def _p_not(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
     return imp.em.bitwise_not(ins[0])
 
 
-@_prim("and", "or", "xor")
+@converter("and", "or", "xor")
 def _p_logical(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
     return imp.em.logical(eqn.primitive.name, *ins)
 
 
-@_prim("select_n")
+@converter("select_n")
 def _p_select_n(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
     return imp.em.select_n(ins[0], ins[1:])
 
 
-@_prim("clamp")
+@converter("clamp")
 def _p_clamp(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
     return imp.em.clamp(*ins)
 
 
-@_prim("convert_element_type")
+@converter("convert_element_type")
 def _p_convert(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
     return imp.em.cast(ins[0], ot[0].dtype)
 
 
-@_prim("reduce_precision")
+@converter("reduce_precision")
 def _p_reduce_precision(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any],
                         ot: list[TensorType]) -> _Out:
     return imp.em.reduce_precision(ins[0], int(p["exponent_bits"]), int(p["mantissa_bits"]))
 
 
-@_prim("dim_as_value")
+@converter("dim_as_value")
 def _p_dim_as_value(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any],
                     ot: list[TensorType]) -> _Out:
     return imp.em.op("dim_value", dim=(sym_dim(p["dim"]),), dtype=ot[0].dtype)
 
 
-@_prim("broadcast_in_dim")
+@converter("broadcast_in_dim")
 def _p_broadcast_in_dim(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any],
                         ot: list[TensorType]) -> _Out:
     return imp.em.broadcast_in_dim(ins[0], _dims(p["shape"]), p["broadcast_dimensions"])
 
 
-@_prim("reshape")
+@converter("reshape")
 def _p_reshape(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
     x = ins[0]
     if p.get("dimensions") is not None:
@@ -546,67 +542,67 @@ def _p_reshape(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, 
     return imp.em.reshape(x, ot[0].shape)
 
 
-@_prim("squeeze", "expand_dims")
+@converter("squeeze", "expand_dims")
 def _p_squeeze(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
     return imp.em.reshape(ins[0], ot[0].shape)
 
 
-@_prim("transpose")
+@converter("transpose")
 def _p_transpose(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any],
                  ot: list[TensorType]) -> _Out:
     return imp.em.transpose(ins[0], p["permutation"])
 
 
-@_prim("rev")
+@converter("rev")
 def _p_rev(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
     return imp.em.reverse(ins[0], p["dimensions"])
 
 
-@_prim("argmax", "argmin")
+@converter("argmax", "argmin")
 def _p_argmax(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
     return imp.em.argmax(ins[0], int(p["axes"][0]), ot[0].dtype, argmin=eqn.primitive.name == "argmin")
 
 
-@_prim("iota")
+@converter("iota")
 def _p_iota(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
     return imp.em.iota(_dims(p["shape"]), int(p["dimension"]), ot[0].dtype)
 
 
-@_prim("concatenate")
+@converter("concatenate")
 def _p_concatenate(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any],
                    ot: list[TensorType]) -> _Out:
     return imp.em.concat(ins, int(p["dimension"]))
 
 
-@_prim("split")
+@converter("split")
 def _p_split(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
     return imp.em.split(ins[0], _dims(p["sizes"]), int(p["axis"]))
 
 
-@_prim("pad")
+@converter("pad")
 def _p_pad(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
     cfg = p["padding_config"]
     return imp.em.pad(ins[0], ins[1], [c[0] for c in cfg], [c[1] for c in cfg], [c[2] for c in cfg])
 
 
-@_prim("slice")
+@converter("slice")
 def _p_slice(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
     return imp.em.slice(ins[0], _dims(p["start_indices"]), _dims(p["limit_indices"]), p.get("strides"))
 
 
-@_prim("dynamic_slice")
+@converter("dynamic_slice")
 def _p_dynamic_slice(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any],
                      ot: list[TensorType]) -> _Out:
     return index.dynamic_slice(imp.em, ins[0], ins[1:], _dims(p["slice_sizes"]))
 
 
-@_prim("dynamic_update_slice")
+@converter("dynamic_update_slice")
 def _p_dynamic_update_slice(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any],
                             ot: list[TensorType]) -> _Out:
     return index.dynamic_update_slice(imp.em, ins[0], ins[1], ins[2:])
 
 
-@_prim("gather")
+@converter("gather")
 def _p_gather(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
     dn = p["dimension_numbers"]
     fill = None
@@ -646,7 +642,7 @@ def _combiner(jaxpr: Any) -> str | None:
     return None
 
 
-@_prim(*_SCATTER_KIND)
+@converter(*_SCATTER_KIND)
 def _p_scatter(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
     kind = _SCATTER_KIND[eqn.primitive.name]
     operand, indices, updates = ins
@@ -665,7 +661,7 @@ def _p_scatter(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, 
         reduction=kind, clip="CLIP" in str(p.get("mode", "")))
 
 
-@_prim("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp")
+@converter("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp")
 def _p_cumulative(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any],
                   ot: list[TensorType]) -> _Out:
     return imp.em.cumulative(eqn.primitive.name[3:], ins[0], int(p["axis"]), bool(p["reverse"]))
@@ -676,13 +672,13 @@ def _window_args(p: Mapping[str, Any]) -> dict[str, Any]:
             "base_dilation": p["base_dilation"], "window_dilation": p["window_dilation"]}
 
 
-@_prim("reduce_window_sum", "reduce_window_max", "reduce_window_min")
+@converter("reduce_window_sum", "reduce_window_max", "reduce_window_min")
 def _p_reduce_window_kind(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any],
                           ot: list[TensorType]) -> _Out:
     return imp.em.reduce_window(eqn.primitive.name[len("reduce_window_"):], ins[0], **_window_args(p))
 
 
-@_prim("reduce_window")
+@converter("reduce_window")
 def _p_reduce_window(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any],
                      ot: list[TensorType]) -> _Out:
     if len(ins) != 2:
@@ -709,7 +705,7 @@ def _combiners(jaxpr: Any, n: int) -> list[str] | None:
     return out
 
 
-@_prim("reduce")
+@converter("reduce")
 def _p_reduce(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
     n = len(ins) // 2
     combs = _combiners(p["jaxpr"], n)
@@ -729,17 +725,17 @@ def _p_reduce(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, A
     return outs
 
 
-@_prim("sort")
+@converter("sort")
 def _p_sort(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
     return imp.em.sort(ins, int(p["dimension"]), range(int(p["num_keys"])))
 
 
-@_prim("top_k")
+@converter("top_k")
 def _p_top_k(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
     return imp.em.topk(ins[0], int(p["k"]), int(p.get("axis", -1)), True, ot[1].dtype)
 
 
-@_prim("approx_top_k")
+@converter("approx_top_k")
 def _p_approx_top_k(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any],
                     ot: list[TensorType]) -> _Out:
     # On CPU and GPU XLA computes approx_top_k exactly; the result is an exact top-k.
@@ -748,14 +744,14 @@ def _p_approx_top_k(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[
     return imp.em.topk(ins[0], int(k), axis, bool(p["is_max_k"]), ot[1].dtype)
 
 
-@_prim("dot_general")
+@converter("dot_general")
 def _p_dot_general(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any],
                    ot: list[TensorType]) -> _Out:
     (lc, rc), (lb, rb) = p["dimension_numbers"]
     return imp.em.dot_general(ins[0], ins[1], lc, rc, lb, rb, ot[0].dtype)
 
 
-@_prim("conv_general_dilated")
+@converter("conv_general_dilated")
 def _p_conv_general_dilated(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any],
                             ot: list[TensorType]) -> _Out:
     dn = p["dimension_numbers"]
@@ -816,9 +812,37 @@ def _check_spec_ranks(specs: Any, args: Any, poly: Any, what: str, jax: Any) -> 
                                 f"{tuple(shape)}")
 
 
+def _donated_leaves(jaxpr: Any, specs: Sequence[Any], donate_argnums: Sequence[int] | int | None,
+                    what: str, jax: Any) -> set[int]:
+    """Indices of the flat arguments (pytree leaves) that are donated: those of the positional
+    arguments in ``donate_argnums``, else those a top-level ``jax.jit(..., donate_argnums=...)``
+    call in the jaxpr donates."""
+    out: set[int] = set()
+    if donate_argnums is not None:
+        nums = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
+        offsets = [0]
+        for a in specs:
+            offsets.append(offsets[-1] + len(jax.tree_util.tree_leaves(a)))
+        for k in nums:
+            if not isinstance(k, int) or not -len(specs) <= k < len(specs):
+                raise FrontendError(f"donate_argnums {nums!r} for {what}: {k!r} is not a position of its "
+                                    f"{len(specs)} arguments")
+            k %= len(specs)
+            out.update(range(offsets[k], offsets[k + 1]))
+        return out
+    index = {id(v): i for i, v in enumerate(jaxpr.invars)}
+    for eqn in jaxpr.eqns:
+        flags = eqn.params.get("donated_invars") if eqn.primitive.name in _CALLS else None
+        for v, d in zip(eqn.invars, flags or ()):
+            if d and id(v) in index:
+                out.add(index[id(v)])
+    return out
+
+
 def import_jax(fn: Callable[..., Any], example_args: Sequence[Any] | Any, *,
                polymorphic_shapes: Sequence[str | None] | str | None = None,
-               constraints: Sequence[str] = (), name: str = "main") -> Module:
+               constraints: Sequence[str] = (), name: str = "main",
+               donate_argnums: Sequence[int] | int | None = None) -> Module:
     """Import a JAX function by tracing it to a jaxpr.
 
     ``example_args`` are the positional arguments (arrays, ``jax.ShapeDtypeStruct``
@@ -831,6 +855,14 @@ def import_jax(fn: Callable[..., Any], example_args: Sequence[Any] | Any, *,
     :class:`FrontendError` when ``fn`` does not trace and
     :class:`~irkit.frontends.common.UnsupportedOpsError` listing every primitive
     irkit cannot translate.
+
+    ``donate_argnums`` (positional indices, as for ``jax.jit``) marks arguments whose
+    buffers the caller donates; when it is not given, the donations of a ``jax.jit``
+    ``fn`` are read from its traced call.  Donated arguments become state: the
+    function's ``aliases`` attribute pairs each with the output that is an
+    in-place update of it (``lax.dynamic_update_slice``/scatter), then, as
+    ``jax.jit`` does, with the next output of the same type
+    (:func:`irkit.ir.aliases.donation_aliases`).
     """
     jax = _jax()
     args = tuple(example_args) if isinstance(example_args, (tuple, list)) else (example_args,)
@@ -872,6 +904,9 @@ def import_jax(fn: Callable[..., Any], example_args: Sequence[Any] | Any, *,
     builder.ret(*outs)
     remove_dead_ops(g)
     f = Function(name, g)
+    donated = _donated_leaves(jaxpr, specs, donate_argnums, what, jax)
+    if donated:
+        set_aliases(f, donation_aliases(f, donated))
     if polymorphic_shapes is not None:
         record_symbol_examples(f, _symbol_examples(specs, args, jax))
     m = Module([f])

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from irkit.errors import Unsupported
 from irkit.ir.builder import Builder, BuildError
 from irkit.ir.core import Dense, Graph, Location, Value
 from irkit.ir.ops import OPS, RefContext
@@ -41,14 +42,6 @@ from irkit.ir.types import Dim, DType, SymDim, TensorType, dim_add, dim_mul, dim
 
 FOLD_LIMIT = 64
 """Largest element count :meth:`Emitter.const_value` folds."""
-
-
-class Unsupported(Exception):
-    """An operation (or one form of it) has no IR translation; ``what`` names it."""
-
-    def __init__(self, what: str):
-        super().__init__(what)
-        self.what = what
 
 
 # ---------------------------------------------------------------------------

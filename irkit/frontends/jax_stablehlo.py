@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from irkit.frontends import jax_emit_index as index
-from irkit.frontends.common import FrontendError, UnsupportedOps, sanitize_name
+from irkit.frontends.common import ConverterTable, FrontendError, UnsupportedOps, sanitize_name
 from irkit.frontends.jax_emit import (
     Emitter,
     Unsupported,
@@ -46,6 +46,7 @@ from irkit.frontends.jax_emit import (
     remove_dead_ops,
     sym_dim,
 )
+from irkit.ir.aliases import set_aliases
 from irkit.ir.builder import Builder
 from irkit.ir.core import Dense, Function, Graph, Location, Module, Value
 from irkit.ir.types import Dim, DType, SymDim, TensorType, dim_add, dim_floordiv, dim_mul, dim_sub
@@ -409,15 +410,9 @@ class _Walker:
 
 
 # Handlers: (walker, op, slots, depth) -> result slots.  One per StableHLO op.
-_HANDLERS: dict[str, Callable[[_Walker, Any, list[_Slot], int], list[_Slot]]] = {}
-
-
-def _handles(*names: str) -> Callable[[Callable[..., list[_Slot]]], Callable[..., list[_Slot]]]:
-    def reg(fn: Callable[..., list[_Slot]]) -> Callable[..., list[_Slot]]:
-        for n in names:
-            _HANDLERS[n] = fn
-        return fn
-    return reg
+_HANDLERS = ConverterTable("stablehlo")
+converter = _HANDLERS.converter
+"""Register a handler under StableHLO/CHLO op names (``@converter("stablehlo.add")``)."""
 
 
 def _unary(name: str) -> Callable[[_Walker, Any, list[_Slot], int], list[_Slot]]:
@@ -439,9 +434,9 @@ def _binary(opname: str, name: str) -> Callable[[_Walker, Any, list[_Slot], int]
 
 
 for _n, _ir in _UNARY.items():
-    _HANDLERS[_n] = _unary(_ir)
+    _HANDLERS.add(_n, _unary(_ir))
 for _n, _ir in {**_BINARY, **_MINMAX, **_LOGICAL}.items():
-    _HANDLERS[_n] = _binary(_n, _ir)
+    _HANDLERS.add(_n, _binary(_n, _ir))
 
 
 def _attr(op: Any, key: str) -> Any:
@@ -450,19 +445,19 @@ def _attr(op: Any, key: str) -> Any:
     return attrs[key] if key in attrs else None  # noqa: SIM401 - MLIR's attribute map has no .get
 
 
-@_handles("stablehlo.constant")
+@converter("stablehlo.constant")
 def _constant(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     t = w.mlir_type(op.results[0].type)
     return [_Slot(t, const=_dense_array(w.ir, _attr(op, "value"), t))]
 
 
-@_handles("stablehlo.get_dimension_size")
+@converter("stablehlo.get_dimension_size")
 def _dim_size(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     d = ins[0].type.shape[_int(w.ir, _attr(op, "dimension"))]
     return [_Slot(w.mlir_type(op.results[0].type), known=(d,))]
 
 
-@_handles("stablehlo.convert")
+@converter("stablehlo.convert")
 def _convert(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     t = w.mlir_type(op.results[0].type, ins[0].type.shape)
     k = w.known(ins[0])
@@ -471,7 +466,7 @@ def _convert(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     return [w.out(w.em.cast(w.value(ins[0]), t.dtype))]
 
 
-@_handles("stablehlo.reshape")
+@converter("stablehlo.reshape")
 def _reshape(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     rt = op.results[0].type
     if None in w.static_dims(rt):
@@ -488,7 +483,7 @@ def _reshape(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     return [w.out(w.em.reshape(w.value(ins[0]), t.shape))]
 
 
-@_handles("stablehlo.dynamic_reshape")
+@converter("stablehlo.dynamic_reshape")
 def _dyn_reshape(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     shape = w.known(ins[1])
     if shape is None:
@@ -496,7 +491,7 @@ def _dyn_reshape(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slo
     return [w.out(w.em.reshape(w.value(ins[0]), shape))]
 
 
-@_handles("stablehlo.concatenate")
+@converter("stablehlo.concatenate")
 def _concat(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     axis = _int(w.ir, _attr(op, "dimension"))
     ks = [w.known(s) for s in ins]
@@ -507,7 +502,7 @@ def _concat(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     return [w.out(w.em.concat([w.value(s) for s in ins], axis))]
 
 
-@_handles("stablehlo.broadcast_in_dim", "stablehlo.dynamic_broadcast_in_dim")
+@converter("stablehlo.broadcast_in_dim", "stablehlo.dynamic_broadcast_in_dim")
 def _broadcast(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     bdims = _ints(w.ir, _attr(op, "broadcast_dimensions"))
     x = ins[0]
@@ -538,12 +533,12 @@ def _broadcast(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]
     return [w.out(w.em.broadcast_in_dim(w.value(x), shape, bdims))]
 
 
-@_handles("stablehlo.transpose")
+@converter("stablehlo.transpose")
 def _transpose(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     return [w.out(w.em.transpose(w.value(ins[0]), _ints(w.ir, _attr(op, "permutation"))))]
 
 
-@_handles("stablehlo.iota", "stablehlo.dynamic_iota")
+@converter("stablehlo.iota", "stablehlo.dynamic_iota")
 def _iota(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     axis = _int(w.ir, _attr(op, "iota_dimension"))
     if ins:
@@ -556,7 +551,7 @@ def _iota(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     return [w.out(w.em.iota(t.shape, axis, t.dtype))]
 
 
-@_handles("stablehlo.slice")
+@converter("stablehlo.slice")
 def _slice(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     start = _ints(w.ir, _attr(op, "start_indices"))
     limit = _ints(w.ir, _attr(op, "limit_indices"))
@@ -577,7 +572,7 @@ def _slice(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     return [w.out(w.em.slice(w.value(x), start, lim, strides))]
 
 
-@_handles("stablehlo.real_dynamic_slice")
+@converter("stablehlo.real_dynamic_slice")
 def _real_dyn_slice(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     start, limit, strides = (w.known(s) for s in ins[1:4])
     if start is None or limit is None or strides is None or not all(isinstance(s, int) for s in strides):
@@ -585,96 +580,96 @@ def _real_dyn_slice(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_
     return [w.out(w.em.slice(w.value(ins[0]), start, limit, [int(s) for s in strides]))]  # type: ignore[misc]
 
 
-@_handles("stablehlo.dynamic_slice")
+@converter("stablehlo.dynamic_slice")
 def _dyn_slice(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     sizes = _ints(w.ir, _attr(op, "slice_sizes"))
     starts = [w.value(s) for s in ins[1:]]
     return [w.out(index.dynamic_slice(w.em, w.value(ins[0]), starts, sizes))]
 
 
-@_handles("stablehlo.dynamic_update_slice")
+@converter("stablehlo.dynamic_update_slice")
 def _dyn_update_slice(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     starts = [w.value(s) for s in ins[2:]]
     return [w.out(index.dynamic_update_slice(w.em, w.value(ins[0]), w.value(ins[1]), starts))]
 
 
-@_handles("stablehlo.reverse")
+@converter("stablehlo.reverse")
 def _reverse(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     return [w.out(w.em.reverse(w.value(ins[0]), _ints(w.ir, _attr(op, "dimensions"))))]
 
 
-@_handles("stablehlo.round_nearest_afz")
+@converter("stablehlo.round_nearest_afz")
 def _round_afz(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     return [w.out(w.em.round(w.value(ins[0]), away_from_zero=True))]
 
 
-@_handles("stablehlo.cbrt")
+@converter("stablehlo.cbrt")
 def _cbrt(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     return [w.out(w.em.cbrt(w.value(ins[0])))]
 
 
-@_handles("stablehlo.pad")
+@converter("stablehlo.pad")
 def _pad(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     return [w.out(w.em.pad(w.value(ins[0]), w.value(ins[1]), _ints(w.ir, _attr(op, "edge_padding_low")),
                            _ints(w.ir, _attr(op, "edge_padding_high")),
                            _ints(w.ir, _attr(op, "interior_padding"))))]
 
 
-@_handles("stablehlo.compare")
+@converter("stablehlo.compare")
 def _compare(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     direction = w.shlo.ComparisonDirectionAttr(_attr(op, "comparison_direction")).value
     return [w.out(w.em.binary(_COMPARE[direction], w.value(ins[0]), w.value(ins[1])))]
 
 
-@_handles("stablehlo.select")
+@converter("stablehlo.select")
 def _select(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     return [w.out(w.em.select(*(w.value(s) for s in ins)))]
 
 
-@_handles("stablehlo.clamp")
+@converter("stablehlo.clamp")
 def _clamp(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     return [w.out(w.em.clamp(*(w.value(s) for s in ins)))]
 
 
-@_handles("stablehlo.not")
+@converter("stablehlo.not")
 def _not(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     return [w.out(w.em.bitwise_not(w.value(ins[0])))]
 
 
-@_handles("stablehlo.is_finite")
+@converter("stablehlo.is_finite")
 def _is_finite(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     return [w.out(w.em.is_finite(w.value(ins[0])))]
 
 
-@_handles("chlo.erfc")
+@converter("chlo.erfc")
 def _erfc(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     x = w.value(ins[0])
     return [w.out(w.em.binary("sub", w.em.scalar(1, x.dtype), w.em.unary("erf", x)))]
 
 
-@_handles("chlo.square")
+@converter("chlo.square")
 def _square(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     x = w.value(ins[0])
     return [w.out(w.em.binary("mul", x, x))]
 
 
-@_handles("stablehlo.reduce_precision")
+@converter("stablehlo.reduce_precision")
 def _reduce_precision(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     return [w.out(w.em.reduce_precision(w.value(ins[0]), _int(w.ir, _attr(op, "exponent_bits")),
                                         _int(w.ir, _attr(op, "mantissa_bits"))))]
 
 
-@_handles("stablehlo.optimization_barrier")
+@converter("stablehlo.optimization_barrier")
 def _barrier(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     return list(ins)
 
 
-@_handles("stablehlo.tuple")
+@converter("stablehlo.tuple")
 def _tuple(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     return [_Slot(TensorType((), DType.f32), items=list(ins))]
 
 
-@_handles("stablehlo.get_tuple_element")
+@converter("stablehlo.get_tuple_element")
 def _gte(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     items = ins[0].items
     if items is None:
@@ -682,7 +677,7 @@ def _gte(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     return [items[_int(w.ir, _attr(op, "index"))]]
 
 
-@_handles("stablehlo.dot_general", "stablehlo.dot")
+@converter("stablehlo.dot_general", "stablehlo.dot")
 def _dot(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     lhs, rhs = w.value(ins[0]), w.value(ins[1])
     out_dt = w.mlir_type(op.results[0].type, [1] * w.ir.RankedTensorType(op.results[0].type).rank).dtype
@@ -694,7 +689,7 @@ def _dot(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
                                    list(dn.rhs_batching_dimensions), out_dt))]
 
 
-@_handles("stablehlo.gather", "stablehlo.dynamic_gather")
+@converter("stablehlo.gather", "stablehlo.dynamic_gather")
 def _gather(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     dn = w.shlo.GatherDimensionNumbers(_attr(op, "dimension_numbers"))
     x, idx = w.value(ins[0]), w.value(ins[1])
@@ -712,7 +707,7 @@ def _gather(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
         slice_sizes=sizes))]
 
 
-@_handles("stablehlo.convolution")
+@converter("stablehlo.convolution")
 def _conv(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     ir = w.ir
     dn = w.shlo.ConvDimensionNumbers(_attr(op, "dimension_numbers"))
@@ -773,7 +768,7 @@ def _reducer_kind_of(w: _Walker, block: Any, i: int, n: int) -> str | None:
     return None
 
 
-@_handles("stablehlo.reduce")
+@converter("stablehlo.reduce")
 def _reduce(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     em = w.em
     n = len(op.results)
@@ -852,7 +847,7 @@ def _opt_ints(ir: Any, op: Any, key: str, default: list[int]) -> list[int]:
     return _ints(ir, a) if a is not None else default
 
 
-@_handles("stablehlo.reduce_window")
+@converter("stablehlo.reduce_window")
 def _reduce_window(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     if len(op.results) != 1:
         raise Unsupported(f"reduce_window of {len(op.results)} operands")
@@ -963,7 +958,7 @@ def _comparator(w: _Walker, block: Any) -> tuple[list[int], bool]:
     return keys, directions.pop()
 
 
-@_handles("stablehlo.sort")
+@converter("stablehlo.sort")
 def _sort(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     keys, descending = _comparator(w, op.regions[0].blocks[0])
     if len(keys) > 1 and descending:
@@ -972,7 +967,7 @@ def _sort(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     return [w.out(v) for v in w.em.sort(xs, _int(w.ir, _attr(op, "dimension")), keys, descending)]
 
 
-@_handles("chlo.top_k", "mhlo.topk")
+@converter("chlo.top_k", "mhlo.topk")
 def _top_k(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     """Top k along the last dim (HLO text converts to ``mhlo.topk``, which may ask for the smallest)."""
     idx_dt = w.mlir_type(op.results[1].type, [1] * w.ir.RankedTensorType(op.results[1].type).rank).dtype
@@ -981,7 +976,7 @@ def _top_k(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     return [w.out(v) for v in w.em.topk(w.value(ins[0]), _int(w.ir, _attr(op, "k")), -1, big, idx_dt)]
 
 
-@_handles("stablehlo.scatter")
+@converter("stablehlo.scatter")
 def _scatter(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     if len(op.results) != 1:
         raise Unsupported(f"scatter of {len(op.results)} operands")
@@ -1005,7 +1000,7 @@ def _scatter(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
         index_vector_dim=int(dn.index_vector_dim), reduction=kind, clip=False))]
 
 
-@_handles("func.call")
+@converter("func.call")
 def _call(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     callee = w.ir.FlatSymbolRefAttr(_attr(op, "callee")).value
     fn = w.funcs.get(callee)
@@ -1014,7 +1009,7 @@ def _call(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     return w.run_func(fn, ins, depth + 1, w.em.loc)
 
 
-@_handles("stablehlo.composite")
+@converter("stablehlo.composite")
 def _composite(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     callee = w.ir.FlatSymbolRefAttr(_attr(op, "decomposition")).value
     fn = w.funcs.get(callee)
@@ -1023,19 +1018,19 @@ def _composite(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]
     return w.run_func(fn, ins, depth + 1, w.em.loc)
 
 
-@_handles("mhlo.fusion")
+@converter("mhlo.fusion")
 def _fusion(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     """XLA's fusions (optimised HLO): the body's block arguments are the operands; inline it."""
     return w.run_func(op, ins, depth + 1, w.em.loc)
 
 
-@_handles("mhlo.copy")
+@converter("mhlo.copy")
 def _copy(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     """A copy changes the physical layout only (optimised HLO); the values are the same."""
     return list(ins)
 
 
-@_handles("mhlo.bitcast")
+@converter("mhlo.bitcast")
 def _bitcast(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     """A bitcast reinterprets the bytes: under layouts ``source_layout``/``result_layout``
     (minor-to-major, as XLA prints them) that is transpose to physical order, reshape,
@@ -1072,7 +1067,7 @@ def _approx_top_k(w: _Walker, op: Any, ins: list[_Slot]) -> list[_Slot]:
     return [w.out(v) for v in w.em.topk(w.value(ins[0]), k, axis, direction == "GT", idx_dt)]
 
 
-@_handles("stablehlo.custom_call")
+@converter("stablehlo.custom_call")
 def _custom_call(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     target = w.ir.StringAttr(_attr(op, "call_target_name")).value
     if target == "shape_assertion":
@@ -1275,17 +1270,51 @@ def _import_parsed(ir: Any, stablehlo: Any, module: Any, name: str, src: str,
     outs = w.run_func(fn, [_Slot(t, ir=v) for t, v in zip(arg_types, g.args)])
     w.unsupported.raise_if_any()
     results: list[Value] = []
+    flat_index: list[int | None] = []  # the main function's result index -> flat output index
     for s in outs:
         if s.items is not None:
+            flat_index.append(None)
             results.extend(w.value(x) for x in s.items)
         else:
+            flat_index.append(len(results))
             results.append(w.value(s))
     w.em.loc = Location.unknown()
     w.em.b.ret(*results)
     remove_dead_ops(g)
-    m = Module([Function(name, g, location_from_mlir(str(fn.location)))])
+    f = Function(name, g, location_from_mlir(str(fn.location)))
+    aliases = _donation_aliases(ir, fn, flat_index, f, src)
+    if aliases:
+        set_aliases(f, aliases)
+    m = Module([f])
     verify(m)
     return m
+
+
+def _donation_aliases(ir: Any, fn: Any, flat_index: list[int | None], f: Function, src: str) -> dict[int, int]:
+    """``{output: arg}`` from the arguments' ``tf.aliasing_output`` attributes (``jax.jit`` with
+    ``donate_argnums`` when jax matched the donated buffer to an output).  A ``jax.buffer_donor``
+    argument has no output to alias (XLA may reuse its memory); it imports as a plain argument."""
+    if "arg_attrs" not in fn.attributes:
+        return {}
+    arg_attrs = ir.ArrayAttr(fn.attributes["arg_attrs"])
+    out: dict[int, int] = {}
+    names = f.arg_names()
+    for i in range(min(len(arg_attrs), len(f.args))):
+        d = ir.DictAttr(arg_attrs[i])
+        if "tf.aliasing_output" not in d:
+            continue
+        r = ir.IntegerAttr(d["tf.aliasing_output"]).value
+        o = flat_index[r] if 0 <= r < len(flat_index) else None
+        if o is None:
+            raise FrontendError(f"{src}: argument {i} ('{names[i]}') has tf.aliasing_output = {r}, which is not "
+                                "a tensor result of the entry function")
+        if f.outputs[o].type != f.args[i].type:
+            raise FrontendError(f"{src}: argument {i} ('{names[i]}') of type {f.args[i].type} is aliased to "
+                                f"result {r} of type {f.outputs[o].type}; an alias needs the same type")
+        if o in out:
+            raise FrontendError(f"{src}: result {r} is the tf.aliasing_output of arguments {out[o]} and {i}")
+        out[o] = i
+    return out
 
 
 def import_hlo(source: str | Path, name: str = "main") -> Module:

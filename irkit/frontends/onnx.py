@@ -46,7 +46,14 @@ from irkit.frontends.onnx_load import (
     read_model,
     tensor_to_numpy,
 )
-from irkit.frontends.onnx_ops import CONVERTERS, OT, Emitter, Node, Unsupported, supported_ops
+from irkit.frontends.onnx_ops import (
+    CONVERTERS,
+    Emitter,
+    Node,
+    OnnxValue,
+    Unsupported,
+    supported_ops,
+)
 from irkit.ir.builder import Builder, BuildError
 from irkit.ir.core import Function, Graph, Location, Module
 from irkit.ir.ops import OpError
@@ -87,7 +94,7 @@ class OnnxImporter(Emitter):
         self._scans = 0
         self._symbols: dict[str, SymDim] = {}  # dim_param (raw) -> symbol
         self._fresh = 0
-        self._vals: dict[str, OT] = {}
+        self._vals: dict[str, OnnxValue] = {}
         self._poisoned: set[str] = set()
         self._inits: dict[str, Any] = {}
         self._shape_info: dict[str, Any] | None = None
@@ -178,12 +185,12 @@ class OnnxImporter(Emitter):
         return tuple(out)
 
     # -- values ---------------------------------------------------------------
-    def _get(self, name: str) -> OT:
+    def _get(self, name: str) -> OnnxValue:
         t = self._vals.get(name)
         if t is None:
             proto = self._inits[name]
             arr, dt = tensor_to_numpy(proto, self.lm, f"initializer '{name}'")
-            t = OT(dt, arr.shape, known=arr, resource=sanitize_name(name))
+            t = OnnxValue(dt, arr.shape, known=arr, resource=sanitize_name(name))
             self._vals[name] = t
         return t
 
@@ -209,7 +216,7 @@ class OnnxImporter(Emitter):
                         any(isinstance(d, int) for d in t.shape) and len(arr.shape) != len(t.shape):
                     raise FrontendError(f"{src}: constant for graph input '{vi.name}' has shape {list(arr.shape)}, "
                                         f"the input is declared {shape_str(t.shape)}")
-                self._vals[vi.name] = OT.const(arr.astype(t.dtype.np), t.dtype)
+                self._vals[vi.name] = OnnxValue.const(arr.astype(t.dtype.np), t.dtype)
                 continue
             arg_types.append(self._value_type(vi, f"graph input '{vi.name}'"))
             nm = sanitize_name(vi.name)
@@ -223,7 +230,7 @@ class OnnxImporter(Emitter):
         self._graph = graph
         self.b = Builder.at_end(graph)
         for key, a in zip(arg_keys, graph.args):
-            self._vals[key] = OT.of(a)
+            self._vals[key] = OnnxValue.of(a)
 
         node_io = self.lm.node_io
         consumed: set[str] = {o.name for o in g.output}
@@ -380,7 +387,7 @@ class OnnxImporter(Emitter):
         from irkit.frontends.onnx_functions import rename_nodes
 
         states = [self._get(x) for x in ins[:n_state]]
-        slices: list[list[OT]] = [[] for _ in range(k)]
+        slices: list[list[OnnxValue]] = [[] for _ in range(k)]
         self._scans += 1
         scan_id = self._scans
         self.loc = loc
@@ -402,7 +409,7 @@ class OnnxImporter(Emitter):
                 start[ax], limit[ax] = i, i + 1
                 v = self.op("ik.slice", self.ir(t), start=tuple(start), limit=tuple(limit))
                 shape = tuple(d for q, d in enumerate(t.shape) if q != ax)
-                self._vals[mapping[vi.name]] = OT.of(self.op("ik.reshape", v, shape=shape))
+                self._vals[mapping[vi.name]] = OnnxValue.of(self.op("ik.reshape", v, shape=shape))
             for bn in nodes:
                 bouts = list(bn.output)
                 self._convert_node(bn, list(bn.input), bouts, Location(name=f"{loc.name}/step{it}/{bn.op_type}"),
@@ -429,10 +436,10 @@ class OnnxImporter(Emitter):
                 shape = list(p.shape)
                 shape.insert(ax, 1)
                 vals.append(self.op("ik.reshape", self.ir(p), shape=tuple(shape)))
-            self._vals[o] = OT.of(vals[0] if len(vals) == 1 else self.op("ik.concat", *vals, axis=ax))
+            self._vals[o] = OnnxValue.of(vals[0] if len(vals) == 1 else self.op("ik.concat", *vals, axis=ax))
         return True
 
-    def _check_output(self, vi: Any, t: OT) -> None:
+    def _check_output(self, vi: Any, t: OnnxValue) -> None:
         tp = vi.type
         if tp.WhichOneof("value") != "tensor_type":
             return

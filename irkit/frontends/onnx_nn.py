@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from irkit.frontends.common import FrontendError
-from irkit.frontends.onnx_ops import OT, Emitter, Node, Unsupported, _axis, converter
+from irkit.frontends.onnx_ops import Emitter, Node, OnnxValue, Unsupported, _axis, converter
 from irkit.ir.core import Value
 from irkit.ir.types import Dim, DType
 
@@ -74,7 +74,7 @@ def _ceil_extra(sp: Sequence[int], k: Sequence[int], strides: Sequence[int], dil
     return extra
 
 
-def _pool_geometry(node: Node, x: OT) -> tuple[list[int], list[int], list[int], list[int], list[int]]:
+def _pool_geometry(node: Node, x: OnnxValue) -> tuple[list[int], list[int], list[int], list[int], list[int]]:
     """(kernel, strides, dilations, pads, ceil extra) of a pooling node over x's spatial dims."""
     nd = x.rank - 2
     if nd < 1:
@@ -97,19 +97,19 @@ def _reduce_window(cx: Emitter, v: Value, kind: str, k: Sequence[int], strides: 
 
 
 @converter("MaxPool")
-def _max_pool(cx: Emitter, node: Node) -> list[OT | None]:
+def _max_pool(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = node.req(0)
     k, st, dil, pads, extra = _pool_geometry(node, x)
     nd = len(k)
     afters = [pads[nd + i] + extra[i] for i in range(nd)]
     y = _reduce_window(cx, cx.ir(x), "max", k, st, dil, pads[:nd], afters)
     if node.n_outputs > 1 and node.used[1]:
-        return [OT.of(y), _max_pool_indices(cx, node, x, k, st, dil, pads[:nd], afters)]
-    return [OT.of(y), None]
+        return [OnnxValue.of(y), _max_pool_indices(cx, node, x, k, st, dil, pads[:nd], afters)]
+    return [OnnxValue.of(y), None]
 
 
-def _max_pool_indices(cx: Emitter, node: Node, x: OT, k: list[int], st: list[int], dil: list[int],
-                      befores: list[int], afters: list[int]) -> OT:
+def _max_pool_indices(cx: Emitter, node: Node, x: OnnxValue, k: list[int], st: list[int], dil: list[int],
+                      befores: list[int], afters: list[int]) -> OnnxValue:
     """MaxPool's Indices: every window's elements gathered (constant indices), the first max's flat position."""
     import itertools
 
@@ -151,11 +151,11 @@ def _max_pool_indices(cx: Emitter, node: Node, x: OT, k: list[int], st: list[int
     # Flat over the whole input: + (n * C + c) * spatial size.
     base = (np.arange(n_b * c, dtype=np.int64) * total).reshape(n_b, c, 1)
     pos = cx.op("ik.add", pos, cx.constant(base, DType.i64))
-    return OT.of(cx.op("ik.reshape", pos, shape=(n_b, c, *outs)))
+    return OnnxValue.of(cx.op("ik.reshape", pos, shape=(n_b, c, *outs)))
 
 
 @converter("AveragePool")
-def _avg_pool(cx: Emitter, node: Node) -> list[OT | None]:
+def _avg_pool(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = node.req(0)
     k, st, dil, pads, extra = _pool_geometry(node, x)
     nd = len(k)
@@ -172,39 +172,39 @@ def _avg_pool(cx: Emitter, node: Node) -> list[OT | None]:
         count_pads = (pads[:nd], afters)
     ones = cx.op("ik.broadcast", cx.scalar(1.0, x.dtype), shape=(1, 1, *ones_shape))
     count = _reduce_window(cx, ones, "sum", k, st, dil, *count_pads)
-    return [OT.of(cx.op("ik.div", total, count))]
+    return [OnnxValue.of(cx.op("ik.div", total, count))]
 
 
 @converter("LpPool")
-def _lp_pool(cx: Emitter, node: Node) -> list[OT | None]:
+def _lp_pool(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = node.req(0)
     k, st, dil, pads, extra = _pool_geometry(node, x)
     nd = len(k)
     p = float(node.attr("p", 2))
     v = cx.op("ik.pow", cx.op("ik.abs", cx.ir(x)), cx.scalar(p, x.dtype))
     s = _reduce_window(cx, v, "sum", k, st, dil, pads[:nd], [pads[nd + i] + extra[i] for i in range(nd)])
-    return [OT.of(cx.op("ik.pow", s, cx.scalar(1.0 / p, x.dtype)))]
+    return [OnnxValue.of(cx.op("ik.pow", s, cx.scalar(1.0 / p, x.dtype)))]
 
 
 @converter("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool")
-def _global_pool(cx: Emitter, node: Node) -> list[OT | None]:
+def _global_pool(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = node.req(0)
     axes = tuple(range(2, x.rank))
     v = cx.ir(x)
     if node.op_type == "GlobalAveragePool":
-        return [OT.of(cx.op("ik.reduce_mean", v, axes=axes, keepdims=True))]
+        return [OnnxValue.of(cx.op("ik.reduce_mean", v, axes=axes, keepdims=True))]
     if node.op_type == "GlobalMaxPool":
-        return [OT.of(cx.op("ik.reduce_max", v, axes=axes, keepdims=True))]
+        return [OnnxValue.of(cx.op("ik.reduce_max", v, axes=axes, keepdims=True))]
     p = float(node.attr("p", 2))
     s = cx.op("ik.reduce_sum", cx.op("ik.pow", cx.op("ik.abs", v), cx.scalar(p, x.dtype)), axes=axes, keepdims=True)
-    return [OT.of(cx.op("ik.pow", s, cx.scalar(1.0 / p, x.dtype)))]
+    return [OnnxValue.of(cx.op("ik.pow", s, cx.scalar(1.0 / p, x.dtype)))]
 
 
 # ---------------------------------------------------------------------------
 # Convolution
 
 
-def conv_value(cx: Emitter, node: Node, x: OT, w: OT, b: OT | None) -> Value:
+def conv_value(cx: Emitter, node: Node, x: OnnxValue, w: OnnxValue, b: OnnxValue | None) -> Value:
     """An ONNX Conv (any of 1-3 spatial dims) as ik.conv2d (plain 2-D) or ik.conv."""
     nd = x.rank - 2
     if not 1 <= nd <= 3 or w.rank != x.rank:
@@ -221,14 +221,14 @@ def conv_value(cx: Emitter, node: Node, x: OT, w: OT, b: OT | None) -> Value:
 
 
 @converter("Conv")
-def _conv(cx: Emitter, node: Node) -> list[OT | None]:
+def _conv(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x, w, b = node.req(0), node.req(1, "W"), node.input(2)
     cx.same_dtype(node, x, w)
-    return [OT.of(conv_value(cx, node, x, w, b))]
+    return [OnnxValue.of(conv_value(cx, node, x, w, b))]
 
 
 @converter("ConvTranspose")
-def _conv_transpose(cx: Emitter, node: Node) -> list[OT | None]:
+def _conv_transpose(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x, w, b = node.req(0), node.req(1, "W"), node.input(2)
     cx.same_dtype(node, x, w)
     nd = x.rank - 2
@@ -282,7 +282,7 @@ def _conv_transpose(cx: Emitter, node: Node) -> list[OT | None]:
                 y = cx.op("ik.pad", y, pads=(0, 0, *[0] * nd, 0, 0, *grow), value=0.0)
             shape = y.type.shape
             y = cx.op("ik.slice", y, start=(0,) * (nd + 2), limit=tuple(shape[:2]) + tuple(out_shape))
-    return [OT.of(y)]
+    return [OnnxValue.of(y)]
 
 
 # ---------------------------------------------------------------------------
@@ -290,7 +290,7 @@ def _conv_transpose(cx: Emitter, node: Node) -> list[OT | None]:
 
 
 @converter("LpNormalization")
-def _lp_norm(cx: Emitter, node: Node) -> list[OT | None]:
+def _lp_norm(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = node.req(0)
     ax = _axis(node, int(node.attr("axis", -1)), x.rank)
     p = int(node.attr("p", 2))
@@ -304,25 +304,25 @@ def _lp_norm(cx: Emitter, node: Node) -> list[OT | None]:
     zero = cx.scalar(0.0, x.dtype)
     # The reference gives 0 where the norm is 0.
     safe = cx.op("ik.where", cx.op("ik.eq", n, zero), cx.scalar(1.0, x.dtype), n)
-    return [OT.of(cx.op("ik.div", v, safe))]
+    return [OnnxValue.of(cx.op("ik.div", v, safe))]
 
 
 @converter("BatchNormalization")
-def _batch_norm(cx: Emitter, node: Node) -> list[OT | None]:
+def _batch_norm(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x, sc, b, mean, var = (node.req(i) for i in range(5))
     training = bool(node.attr("training_mode", 0))
     if any(node.used[1:]) and not training:
         raise Unsupported("BatchNormalization whose running statistics outputs are used outside training mode")
     shape = (1, x.shape[1]) + (1,) * (x.rank - 2)
 
-    def chan(t: OT) -> Value:
+    def chan(t: OnnxValue) -> Value:
         v = cx.ir(t)
         if t.dtype is not x.dtype:
             v = cx.op("ik.cast", v, to=x.dtype)
         return cx.op("ik.reshape", v, shape=shape)
 
     eps = cx.scalar(float(node.attr("epsilon", 1e-5)), x.dtype)
-    extra: list[OT | None] = [None] * (node.n_outputs - 1)
+    extra: list[OnnxValue | None] = [None] * (node.n_outputs - 1)
     m_v, var_v = chan(mean), chan(var)
     if training:
         # Training mode normalises with the batch's own statistics (deterministic, no dropout-like state);
@@ -339,15 +339,15 @@ def _batch_norm(cx: Emitter, node: Node) -> list[OT | None]:
                               cx.op("ik.mul", cur, cx.scalar(1.0 - mom, x.dtype)))
                 out = cx.op("ik.reshape", blend, shape=(x.shape[1],))
                 t = (mean if i == 0 else var).dtype
-                extra[i] = OT.of(out if t is x.dtype else cx.op("ik.cast", out, to=t))
+                extra[i] = OnnxValue.of(out if t is x.dtype else cx.op("ik.cast", out, to=t))
         m_v, var_v = bm, bvar
     inv = cx.op("ik.rsqrt", cx.op("ik.add", var_v, eps))
     y = cx.op("ik.mul", cx.op("ik.sub", cx.ir(x), m_v), cx.op("ik.mul", inv, chan(sc)))
-    return [OT.of(cx.op("ik.add", y, chan(b)))] + extra
+    return [OnnxValue.of(cx.op("ik.add", y, chan(b)))] + extra
 
 
 @converter("InstanceNormalization")
-def _instance_norm(cx: Emitter, node: Node) -> list[OT | None]:
+def _instance_norm(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x, sc, b = node.req(0), node.req(1, "scale"), node.req(2, "B")
     axes = tuple(range(2, x.rank))
     v = cx.ir(x)
@@ -357,11 +357,11 @@ def _instance_norm(cx: Emitter, node: Node) -> list[OT | None]:
     inv = cx.op("ik.rsqrt", cx.op("ik.add", var, cx.scalar(float(node.attr("epsilon", 1e-5)), x.dtype)))
     shape = (1, x.shape[1]) + (1,) * (x.rank - 2)
     y = cx.op("ik.mul", cx.op("ik.mul", d, inv), cx.op("ik.reshape", cx.ir(sc), shape=shape))
-    return [OT.of(cx.op("ik.add", y, cx.op("ik.reshape", cx.ir(b), shape=shape)))]
+    return [OnnxValue.of(cx.op("ik.add", y, cx.op("ik.reshape", cx.ir(b), shape=shape)))]
 
 
 @converter("DepthToSpace", "SpaceToDepth")
-def _depth_space(cx: Emitter, node: Node) -> list[OT | None]:
+def _depth_space(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = node.req(0)
     if x.rank != 4:
         raise FrontendError(f"node '{node.name}' ({node.op_type}): input must be 4-D")
@@ -377,11 +377,11 @@ def _depth_space(cx: Emitter, node: Node) -> list[OT | None]:
         else:
             v = cx.op("ik.reshape", v, shape=(n, c // (bs * bs), bs, bs, h, w))
             v = cx.op("ik.transpose", v, perm=(0, 1, 4, 2, 5, 3))
-        return [OT.of(cx.op("ik.reshape", v, shape=(n, c // (bs * bs), h * bs, w * bs)))]
+        return [OnnxValue.of(cx.op("ik.reshape", v, shape=(n, c // (bs * bs), h * bs, w * bs)))]
     v = cx.op("ik.reshape", v, shape=(n, c, h // bs, bs, w // bs, bs))
     crd = node.attr("mode", "DCR") == "CRD"
     v = cx.op("ik.transpose", v, perm=(0, 1, 3, 5, 2, 4) if crd else (0, 3, 5, 1, 2, 4))
-    return [OT.of(cx.op("ik.reshape", v, shape=(n, c * bs * bs, h // bs, w // bs)))]
+    return [OnnxValue.of(cx.op("ik.reshape", v, shape=(n, c * bs * bs, h // bs, w // bs)))]
 
 
 # ---------------------------------------------------------------------------
@@ -441,8 +441,8 @@ def _resize_axis(cx: Emitter, v: Value, ax: int, m: np.ndarray, mask: np.ndarray
     return y
 
 
-def _resize(cx: Emitter, node: Node, x: OT, attrs: dict, scales: list[float] | None, sizes: list[int] | None,
-            roi: list[float] | None, axes: list[int]) -> OT:
+def _resize(cx: Emitter, node: Node, x: OnnxValue, attrs: dict, scales: list[float] | None, sizes: list[int] | None,
+            roi: list[float] | None, axes: list[int]) -> OnnxValue:
     sp = _static(node, x.shape, "dims")
     policy = attrs.get("keep_aspect_ratio_policy", "stretch")
     if sizes is not None and policy != "stretch":
@@ -475,10 +475,10 @@ def _resize(cx: Emitter, node: Node, x: OT, attrs: dict, scales: list[float] | N
             keep = m.shape[1]
             m = m[:, :sizes[i]] if keep > sizes[i] else np.pad(m, ((0, 0), (0, sizes[i] - keep)))
         v = _resize_axis(cx, v, a, m, mask, nearest, float(attrs.get("extrapolation_value", 0.0)))
-    return OT.of(v)
+    return OnnxValue.of(v)
 
 
-def _float_list(cx: Emitter, t: OT | None, node: Node, what: str) -> list[float] | None:
+def _float_list(cx: Emitter, t: OnnxValue | None, node: Node, what: str) -> list[float] | None:
     if t is None or (t.known is not None and t.known.size == 0):
         return None
     if t.known is None:
@@ -487,7 +487,7 @@ def _float_list(cx: Emitter, t: OT | None, node: Node, what: str) -> list[float]
 
 
 @converter("Resize")
-def _resize_node(cx: Emitter, node: Node) -> list[OT | None]:
+def _resize_node(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = node.req(0)
     attrs = dict(node.attrs)
     if cx.opset < 11:  # Resize-10: scales is input 1, asymmetric coordinates
@@ -512,7 +512,7 @@ def _resize_node(cx: Emitter, node: Node) -> list[OT | None]:
 
 
 @converter("Upsample")
-def _upsample(cx: Emitter, node: Node) -> list[OT | None]:
+def _upsample(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = node.req(0)
     scales = [float(s) for s in node.attrs["scales"]] if "scales" in node.attrs else \
         _float_list(cx, node.req(1, "scales"), node, "scales")
@@ -526,7 +526,7 @@ __all__ = ["conv_value"]
 
 
 @converter("LRN")
-def _lrn(cx: Emitter, node: Node) -> list[OT | None]:
+def _lrn(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = node.req(0)
     size = int(node.attr("size", 0))
     if size < 1:
@@ -543,7 +543,7 @@ def _lrn(cx: Emitter, node: Node) -> list[OT | None]:
     sq = cx.op("ik.reduce_window", cx.op("ik.mul", v, v), kind="sum", window=tuple(window), strides=(1,) * r,
                pads=tuple(pads), dilations=(1,) * r)
     den = cx.op("ik.add", cx.scalar(bias, dt), cx.op("ik.mul", sq, cx.scalar(alpha / size, dt)))
-    return [OT.of(cx.op("ik.div", v, cx.op("ik.pow", den, cx.scalar(beta, dt))))]
+    return [OnnxValue.of(cx.op("ik.div", v, cx.op("ik.pow", den, cx.scalar(beta, dt))))]
 
 
 # ---------------------------------------------------------------------------
@@ -588,7 +588,7 @@ def _cubic_coeffs(cx: Emitter, t: Value) -> list[Value]:
 
 
 @converter("GridSample")
-def _grid_sample(cx: Emitter, node: Node) -> list[OT | None]:
+def _grid_sample(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x, grid = node.req(0, "X"), node.req(1, "grid")
     nd = x.rank - 2
     sp = _static(node, x.shape[2:], "spatial dims")
@@ -679,7 +679,7 @@ def _grid_sample(cx: Emitter, node: Node) -> list[OT | None]:
     y = cx.op("ik.reshape", acc, shape=(n_b, c, *out_sp))
     if x.dtype is not f:
         y = cx.op("ik.cast", y, to=x.dtype)
-    return [OT.of(y)]
+    return [OnnxValue.of(y)]
 
 
 def _slice_last(cx: Emitter, v: Value, i: int) -> Value:
@@ -690,7 +690,7 @@ def _slice_last(cx: Emitter, v: Value, i: int) -> Value:
 
 
 @converter("Col2Im")
-def _col2im(cx: Emitter, node: Node) -> list[OT | None]:
+def _col2im(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = node.req(0)
     img = cx.ints(node.req(1, "image_shape"), node, "image_shape")
     blk = cx.ints(node.req(2, "block_shape"), node, "block_shape")
@@ -725,4 +725,4 @@ def _col2im(cx: Emitter, node: Node) -> list[OT | None]:
     y = cx.op("ik.scatter_elements", zeros, cx.constant(idx.astype(np.int64), DType.i64), upd, axis=2,
               reduction="add")
     y = cx.op("ik.slice", y, start=(0, 0, 0), limit=(nb, c, total))
-    return [OT.of(cx.op("ik.reshape", y, shape=(nb, c, *img)))]
+    return [OnnxValue.of(cx.op("ik.reshape", y, shape=(nb, c, *img)))]

@@ -1,6 +1,6 @@
 """ONNX op converters: one function per ONNX op (or family), registered in a table.
 
-Design note: every ONNX value becomes an :class:`OT` that is either a runtime IR
+Design note: every ONNX value becomes an :class:`OnnxValue` that is either a runtime IR
 value, or a tensor whose elements are *known at import* (initializers,
 ``Constant``, and everything computed from them and from ``Shape``).  Known
 integer elements may be symbolic dims (:class:`~irkit.ir.types.SymDim`), so the
@@ -16,7 +16,7 @@ are folded: float arithmetic on constants is left to the IR, so the float64
 oracle sees the model's own operations.
 
 A converter receives the :class:`Emitter` and a :class:`Node` and returns one
-:class:`OT` (or None) per node output.  It raises :class:`Unsupported` for a
+:class:`OnnxValue` (or None) per node output.  It raises :class:`Unsupported` for a
 feature irkit does not translate (collected and reported with every other
 unsupported op), or :class:`~irkit.frontends.common.FrontendError` for a broken
 model.
@@ -31,7 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from irkit.frontends.common import FrontendError
+from irkit.errors import Unsupported
+from irkit.frontends.common import ConverterTable, FrontendError
 from irkit.frontends.onnx_load import (
     MAX_ELEMENTS,
     ONNX_DTYPES,
@@ -62,10 +63,6 @@ FLOAT_MOVE_LIMIT = 64
 _INT64_MAX = 2**63 - 1
 
 
-class Unsupported(Exception):
-    """A node uses an op or a feature irkit does not translate; the message says which."""
-
-
 class _NoFold(Exception):
     """An import-time evaluation cannot decide the value; emit runtime ops instead."""
 
@@ -74,7 +71,7 @@ class _NoFold(Exception):
 # Values
 
 
-class OT:
+class OnnxValue:
     """An ONNX value during import: a runtime IR value and/or elements known at import."""
 
     __slots__ = ("dtype", "known", "resource", "shape", "value")
@@ -88,13 +85,13 @@ class OT:
         self.resource = resource
 
     @staticmethod
-    def of(v: Value) -> OT:
-        return OT(v.type.dtype, v.type.shape, value=v)
+    def of(v: Value) -> OnnxValue:
+        return OnnxValue(v.type.dtype, v.type.shape, value=v)
 
     @staticmethod
-    def const(arr: np.ndarray, dtype: DType) -> OT:
+    def const(arr: np.ndarray, dtype: DType) -> OnnxValue:
         k = normalize_known(np.asarray(arr), dtype)
-        return OT(dtype, k.shape, known=k)
+        return OnnxValue(dtype, k.shape, known=k)
 
     @property
     def rank(self) -> int:
@@ -110,7 +107,7 @@ class OT:
 
     def __repr__(self) -> str:
         what = "known" if self.known is not None else "runtime"
-        return f"<OT {self.dtype} {shape_str(self.shape)} {what}>"
+        return f"<OnnxValue {self.dtype} {shape_str(self.shape)} {what}>"
 
 
 def normalize_known(arr: np.ndarray, dtype: DType) -> np.ndarray:
@@ -255,15 +252,15 @@ class Node:
     name: str
     op_type: str
     domain: str
-    inputs: list[OT | None]
+    inputs: list[OnnxValue | None]
     outputs: list[str]
     attrs: dict[str, Any]
     used: list[bool]  # whether each output is consumed by a node or a graph output
 
-    def input(self, i: int) -> OT | None:
+    def input(self, i: int) -> OnnxValue | None:
         return self.inputs[i] if i < len(self.inputs) else None
 
-    def req(self, i: int, what: str = "") -> OT:
+    def req(self, i: int, what: str = "") -> OnnxValue:
         t = self.input(i)
         if t is None:
             raise FrontendError(f"node '{self.name}' ({self.op_type}): required input {i}"
@@ -316,7 +313,7 @@ class Emitter:
         return self.op("ik.constant", value=Dense.splat(v, (), dtype))
 
     # -- values -------------------------------------------------------------
-    def ir(self, t: OT) -> Value:
+    def ir(self, t: OnnxValue) -> Value:
         """The runtime IR value of ``t``, creating a constant (or a dim computation) once."""
         if t.value is None:
             assert t.known is not None
@@ -360,16 +357,16 @@ class Emitter:
             v = self.op("ik.reshape", self.op("ik.concat", *parts, axis=0), shape=tuple(k.shape))
         return v if dtype is DType.i64 else self.op("ik.cast", v, to=dtype)
 
-    def cast(self, t: OT, dtype: DType) -> OT:
+    def cast(self, t: OnnxValue, dtype: DType) -> OnnxValue:
         """``t`` converted to ``dtype`` (folded when known and exact)."""
         if t.dtype is dtype:
             return t
         if t.known is not None and t.known.dtype != object and t.known.size <= FOLD_LIMIT and \
                 (not t.dtype.is_float or not dtype.is_float):
-            return OT.const(_cast_array(t.known, dtype), dtype)
-        return OT.of(self.op("ik.cast", self.ir(t), to=dtype))
+            return OnnxValue.const(_cast_array(t.known, dtype), dtype)
+        return OnnxValue.of(self.op("ik.cast", self.ir(t), to=dtype))
 
-    def same_dtype(self, node: Node, *ts: OT) -> DType:
+    def same_dtype(self, node: Node, *ts: OnnxValue) -> DType:
         dts = {t.dtype for t in ts}
         if len(dts) != 1:
             raise FrontendError(f"node '{node.name}' ({node.op_type}): operands have different element types "
@@ -381,7 +378,7 @@ class Emitter:
         return None
 
     # -- import-time values -----------------------------------------------------
-    def dims(self, t: OT | None, node: Node, what: str) -> list[Dim]:
+    def dims(self, t: OnnxValue | None, node: Node, what: str) -> list[Dim]:
         """A known 0-D/1-D integer tensor as a list of dims (symbolic allowed)."""
         if t is None:
             raise FrontendError(f"node '{node.name}' ({node.op_type}): input '{what}' is missing")
@@ -393,14 +390,14 @@ class Emitter:
                                 f"got {t.dtype} of shape {shape_str(t.shape)}")
         return [e if isinstance(e, SymDim) else int(e) for e in t.known.reshape(-1).tolist()]
 
-    def ints(self, t: OT | None, node: Node, what: str) -> list[int]:
+    def ints(self, t: OnnxValue | None, node: Node, what: str) -> list[int]:
         """A known integer tensor with no symbolic elements, as Python ints."""
         ds = self.dims(t, node, what)
         if any(isinstance(d, SymDim) for d in ds):
             raise Unsupported(f"{node.op_type} whose '{what}' depends on a dynamic dim ({', '.join(map(str, ds))})")
         return [int(d) for d in ds]
 
-    def scalar_value(self, t: OT | None, node: Node, what: str) -> Any:
+    def scalar_value(self, t: OnnxValue | None, node: Node, what: str) -> Any:
         if t is None:
             return None
         if t.known is None:
@@ -421,7 +418,7 @@ def _cast_array(a: np.ndarray, dtype: DType) -> np.ndarray:
         return a.astype(dtype.np)
 
 
-def foldable(*ts: OT | None, move: bool = False) -> bool:
+def foldable(*ts: OnnxValue | None, move: bool = False) -> bool:
     """Whether all of ``ts`` are known and small enough to evaluate at import.
 
     Integer and boolean tensors fold up to :data:`FOLD_LIMIT` elements; float
@@ -444,17 +441,17 @@ def foldable(*ts: OT | None, move: bool = False) -> bool:
 # Registry
 
 
-Converter = Callable[[Emitter, Node], list[OT | None]]
-CONVERTERS: dict[tuple[str, str], Converter] = {}
+Converter = Callable[[Emitter, Node], list[OnnxValue | None]]
 
 
-def converter(*op_types: str, domain: str = "") -> Callable[[Converter], Converter]:
-    def deco(fn: Converter) -> Converter:
-        for t in op_types:
-            CONVERTERS[(domain, t)] = fn
-        return fn
+def onnx_key(op_type: str, domain: str = "") -> tuple[str, str]:
+    """The table key of an ONNX op: ``(domain, op_type)``, the default domain being ``""``."""
+    return (domain, op_type)
 
-    return deco
+
+CONVERTERS = ConverterTable("onnx", key=onnx_key)
+converter = CONVERTERS.converter
+"""Register a converter under ONNX op types (``@converter("Relu")``, ``domain=`` for others)."""
 
 
 def supported_ops() -> list[str]:
@@ -470,13 +467,13 @@ def _axis(node: Node, axis: int, rank: int) -> int:
     return axis % rank if rank else 0
 
 
-def _reshape(cx: Emitter, t: OT, shape: Sequence[Dim]) -> OT:
+def _reshape(cx: Emitter, t: OnnxValue, shape: Sequence[Dim]) -> OnnxValue:
     shape = tuple(shape)
     if tuple(t.shape) == shape:
         return t
     if foldable(t, move=True) and all(isinstance(d, int) for d in shape):
-        return OT(t.dtype, shape, known=t.known.reshape(shape))
-    return OT.of(cx.op("ik.reshape", cx.ir(t), shape=shape))
+        return OnnxValue(t.dtype, shape, known=t.known.reshape(shape))
+    return OnnxValue.of(cx.op("ik.reshape", cx.ir(t), shape=shape))
 
 
 # ---------------------------------------------------------------------------
@@ -484,24 +481,24 @@ def _reshape(cx: Emitter, t: OT, shape: Sequence[Dim]) -> OT:
 
 
 @converter("Constant")
-def _constant(cx: Emitter, node: Node) -> list[OT | None]:
+def _constant(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     a = node.attrs
     if "value" in a:
         arr, dt = tensor_to_numpy(a["value"], cx.lm, f"node '{node.name}' (Constant) value")
-        return [OT(dt, arr.shape, known=arr)]
+        return [OnnxValue(dt, arr.shape, known=arr)]
     if "value_float" in a:
-        return [OT.const(np.array(a["value_float"], dtype=np.float32), DType.f32)]
+        return [OnnxValue.const(np.array(a["value_float"], dtype=np.float32), DType.f32)]
     if "value_floats" in a:
-        return [OT.const(np.array(list(a["value_floats"]), dtype=np.float32), DType.f32)]
+        return [OnnxValue.const(np.array(list(a["value_floats"]), dtype=np.float32), DType.f32)]
     if "value_int" in a:
-        return [OT.const(np.array(a["value_int"], dtype=np.int64), DType.i64)]
+        return [OnnxValue.const(np.array(a["value_int"], dtype=np.int64), DType.i64)]
     if "value_ints" in a:
-        return [OT.const(np.array(list(a["value_ints"]), dtype=np.int64), DType.i64)]
+        return [OnnxValue.const(np.array(list(a["value_ints"]), dtype=np.int64), DType.i64)]
     raise Unsupported("Constant holding " + (", ".join(a) or "nothing") + " (only numeric tensors are supported)")
 
 
 @converter("Shape")
-def _shape(cx: Emitter, node: Node) -> list[OT | None]:
+def _shape(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = node.req(0)
     r = x.rank
     start = node.attr("start", 0)
@@ -510,19 +507,19 @@ def _shape(cx: Emitter, node: Node) -> list[OT | None]:
     arr = np.empty((len(dims),), dtype=object)
     for i, d in enumerate(dims):
         arr[i] = d
-    return [OT.const(arr, DType.i64)]
+    return [OnnxValue.const(arr, DType.i64)]
 
 
 @converter("Size")
-def _size(cx: Emitter, node: Node) -> list[OT | None]:
+def _size(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     n = dim_prod(node.req(0).shape)
     arr = np.empty((), dtype=object)
     arr[()] = n
-    return [OT.const(arr, DType.i64)]
+    return [OnnxValue.const(arr, DType.i64)]
 
 
 @converter("ConstantOfShape")
-def _constant_of_shape(cx: Emitter, node: Node) -> list[OT | None]:
+def _constant_of_shape(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     shape = tuple(cx.dims(node.req(0), node, "shape"))
     v = node.attr("value")
     if v is not None:
@@ -536,9 +533,9 @@ def _constant_of_shape(cx: Emitter, node: Node) -> list[OT | None]:
     if all(isinstance(d, int) for d in shape):
         n = int(np.prod(shape, dtype=np.int64)) if shape else 1
         if n <= FOLD_LIMIT and (dt.is_int or dt.is_bool or n <= FLOAT_MOVE_LIMIT):
-            return [OT.const(np.full(shape, fill, dtype=dt.np), dt)]
+            return [OnnxValue.const(np.full(shape, fill, dtype=dt.np), dt)]
     s = cx.constant(np.array(fill, dtype=dt.np), dt)
-    return [OT.of(cx.op("ik.broadcast", s, shape=shape))]
+    return [OnnxValue.of(cx.op("ik.broadcast", s, shape=shape))]
 
 
 def _check_shape(node: Node, shape: Sequence[Dim]) -> None:
@@ -555,7 +552,7 @@ def _check_shape(node: Node, shape: Sequence[Dim]) -> None:
 
 
 @converter("Range")
-def _range(cx: Emitter, node: Node) -> list[OT | None]:
+def _range(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     st, lim, de = node.req(0, "start"), node.req(1, "limit"), node.req(2, "delta")
     dt = cx.same_dtype(node, st, lim, de)
     start = cx.scalar_value(st, node, "start")
@@ -570,7 +567,7 @@ def _range(cx: Emitter, node: Node) -> list[OT | None]:
             raise FrontendError(f"node '{node.name}' (Range): {n} elements is absurd")
         if n <= FOLD_LIMIT and (dt.is_int or n <= FLOAT_MOVE_LIMIT):
             vals = np.asarray(start, dtype=dt.np) + np.arange(n, dtype=dt.np) * np.asarray(delta, dtype=dt.np)
-            return [OT.const(vals.astype(dt.np), dt)]
+            return [OnnxValue.const(vals.astype(dt.np), dt)]
         count: Dim = n
     else:
         if not dt.is_int:
@@ -591,7 +588,7 @@ def _range(cx: Emitter, node: Node) -> list[OT | None]:
         if isinstance(start, SymDim) and dt is not DType.i64:
             sv = cx.op("ik.cast", sv, to=dt)
         v = cx.op("ik.add", v, sv)
-    return [OT.of(v)]
+    return [OnnxValue.of(v)]
 
 
 # ---------------------------------------------------------------------------
@@ -609,21 +606,21 @@ _UNARY = {
 
 
 @converter(*_UNARY)
-def _unary(cx: Emitter, node: Node) -> list[OT | None]:
+def _unary(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = node.req(0)
     if node.op_type in ("Neg", "Abs", "Relu", "Sign") and foldable(x) and x.dtype.is_int:
         if x.known.dtype != object:  # plain integers: vectorised
             np_fn = {"Neg": np.negative, "Abs": np.abs, "Relu": lambda a: np.maximum(a, 0),
                      "Sign": np.sign}[node.op_type]
-            return [OT.const(np_fn(x.known), x.dtype)]
+            return [OnnxValue.const(np_fn(x.known), x.dtype)]
         fn = {"Neg": lambda a: dim_mul(-1, _to_dim(a)), "Abs": _sym_abs,
               "Relu": lambda a: a if _sym_cmp(a, 0) >= 0 else 0,
               "Sign": lambda a: _sym_cmp(a, 0)}[node.op_type]
         try:
-            return [OT.const(_apply_known(fn, x.known), x.dtype)]
+            return [OnnxValue.const(_apply_known(fn, x.known), x.dtype)]
         except _NoFold:
             pass
-    return [OT.of(cx.op(_UNARY[node.op_type], cx.ir(x)))]
+    return [OnnxValue.of(cx.op(_UNARY[node.op_type], cx.ir(x)))]
 
 
 _BINARY = {"Add": "ik.add", "Sub": "ik.sub", "Mul": "ik.mul", "Div": "ik.div", "Pow": "ik.pow",
@@ -653,7 +650,7 @@ def _numeric_binary(op_type: str, a: np.ndarray, b: np.ndarray) -> np.ndarray | 
     return None if fn is None else fn(a, b)
 
 
-def _binary(cx: Emitter, node: Node, op_type: str, a: OT, b: OT) -> OT:
+def _binary(cx: Emitter, node: Node, op_type: str, a: OnnxValue, b: OnnxValue) -> OnnxValue:
     if op_type == "Pow" and a.dtype != b.dtype:
         b = cx.cast(b, a.dtype)  # ONNX Pow lets the exponent have its own type
     dt = cx.same_dtype(node, a, b)
@@ -661,25 +658,25 @@ def _binary(cx: Emitter, node: Node, op_type: str, a: OT, b: OT) -> OT:
         rdt = DType.bool if op_type in _COMPARE else dt
         fast = _numeric_binary(op_type, a.known, b.known)
         if fast is not None:
-            return OT.const(fast, rdt)
+            return OnnxValue.const(fast, rdt)
         try:
             out = _apply_known(_INT_BINARY[op_type], a.known, b.known)
-            return OT.const(out, rdt)
+            return OnnxValue.const(out, rdt)
         except _NoFold:
             pass
     name = _BINARY.get(op_type) or _COMPARE[op_type]
-    return OT.of(cx.op(name, cx.ir(a), cx.ir(b)))
+    return OnnxValue.of(cx.op(name, cx.ir(a), cx.ir(b)))
 
 
 @converter(*_BINARY, *_COMPARE)
-def _binary_node(cx: Emitter, node: Node) -> list[OT | None]:
+def _binary_node(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     if node.op_type in ("Max", "Min"):
         return _variadic(cx, node)
     return [_binary(cx, node, node.op_type, node.req(0), node.req(1))]
 
 
 @converter("Sum", "Mean")
-def _variadic(cx: Emitter, node: Node) -> list[OT | None]:
+def _variadic(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     xs = [t for t in node.inputs if t is not None]
     if not xs:
         raise FrontendError(f"node '{node.name}' ({node.op_type}): needs at least one input")
@@ -688,46 +685,46 @@ def _variadic(cx: Emitter, node: Node) -> list[OT | None]:
     for t in xs[1:]:
         acc = _binary(cx, node, kind, acc, t)
     if node.op_type == "Mean" and len(xs) > 1:
-        acc = OT.of(cx.op("ik.div", cx.ir(acc), cx.scalar(len(xs), acc.dtype)))
+        acc = OnnxValue.of(cx.op("ik.div", cx.ir(acc), cx.scalar(len(xs), acc.dtype)))
     return [acc]
 
 
 @converter("Mod")
-def _mod(cx: Emitter, node: Node) -> list[OT | None]:
+def _mod(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     a, b = node.req(0), node.req(1)
     dt = cx.same_dtype(node, a, b)
     fmod = bool(node.attr("fmod", 0))
     if foldable(a, b) and dt.is_int:
         try:
-            return [OT.const(_apply_known(_sym_fmod if fmod else _sym_mod, a.known, b.known), dt)]
+            return [OnnxValue.const(_apply_known(_sym_fmod if fmod else _sym_mod, a.known, b.known), dt)]
         except _NoFold:
             pass
     # fmod=0 is the floored remainder (sign of the divisor), fmod=1 C's fmod (sign of the dividend).
-    return [OT.of(cx.op("ik.rem" if fmod else "ik.mod", cx.ir(a), cx.ir(b)))]
+    return [OnnxValue.of(cx.op("ik.rem" if fmod else "ik.mod", cx.ir(a), cx.ir(b)))]
 
 
 _LOGICAL = {"And": "ik.and", "Or": "ik.or", "Xor": "ik.xor"}
 
 
 @converter(*_LOGICAL)
-def _logical(cx: Emitter, node: Node) -> list[OT | None]:
+def _logical(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     a, b = node.req(0), node.req(1)
     if foldable(a, b) and a.dtype.is_bool and b.dtype.is_bool:
         fn = {"And": np.logical_and, "Or": np.logical_or, "Xor": np.logical_xor}[node.op_type]
-        return [OT.const(fn(a.known, b.known), DType.bool)]
-    return [OT.of(cx.op(_LOGICAL[node.op_type], cx.ir(a), cx.ir(b)))]
+        return [OnnxValue.const(fn(a.known, b.known), DType.bool)]
+    return [OnnxValue.of(cx.op(_LOGICAL[node.op_type], cx.ir(a), cx.ir(b)))]
 
 
 @converter("Not")
-def _not(cx: Emitter, node: Node) -> list[OT | None]:
+def _not(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = node.req(0)
     if foldable(x) and x.dtype.is_bool:
-        return [OT.const(np.logical_not(x.known), DType.bool)]
-    return [OT.of(cx.op("ik.not", cx.ir(x)))]
+        return [OnnxValue.const(np.logical_not(x.known), DType.bool)]
+    return [OnnxValue.of(cx.op("ik.not", cx.ir(x)))]
 
 
 @converter("Where")
-def _where(cx: Emitter, node: Node) -> list[OT | None]:
+def _where(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     c, x, y = node.req(0, "condition"), node.req(1), node.req(2)
     if not c.dtype.is_bool:
         raise FrontendError(f"node '{node.name}' (Where): condition must be bool, got {c.dtype}")
@@ -735,14 +732,14 @@ def _where(cx: Emitter, node: Node) -> list[OT | None]:
     if foldable(c, x, y, move=True):
         out = np.where(c.known, _as_object(x.known), _as_object(y.known))
         try:
-            return [OT.const(out, dt)]
+            return [OnnxValue.const(out, dt)]
         except _NoFold:
             pass
-    return [OT.of(cx.op("ik.where", cx.ir(c), cx.ir(x), cx.ir(y)))]
+    return [OnnxValue.of(cx.op("ik.where", cx.ir(c), cx.ir(x), cx.ir(y)))]
 
 
 @converter("Cast", "CastLike")
-def _cast(cx: Emitter, node: Node) -> list[OT | None]:
+def _cast(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = node.req(0)
     if node.op_type == "CastLike":
         to = node.req(1, "target_type").dtype
@@ -751,29 +748,29 @@ def _cast(cx: Emitter, node: Node) -> list[OT | None]:
     if x.dtype is to:
         return [x]
     if x.is_symbolic and to.is_int:
-        return [OT(to, x.shape, known=x.known)]
+        return [OnnxValue(to, x.shape, known=x.known)]
     return [cx.cast(x, to)]
 
 
 @converter("Identity")
-def _identity(cx: Emitter, node: Node) -> list[OT | None]:
+def _identity(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     return [node.req(0)]
 
 
 @converter("Dropout")
-def _dropout(cx: Emitter, node: Node) -> list[OT | None]:
+def _dropout(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = node.req(0)
     training = node.input(2)
     if training is not None and (training.known is None or bool(np.any(training.known))):
         raise Unsupported("Dropout in training mode")
     mask = None
     if node.n_outputs > 1 and node.used[1]:
-        mask = OT.of(cx.op("ik.broadcast", cx.scalar(True, DType.bool), shape=x.shape))
+        mask = OnnxValue.of(cx.op("ik.broadcast", cx.scalar(True, DType.bool), shape=x.shape))
     return [x, mask]
 
 
 @converter("Clip")
-def _clip(cx: Emitter, node: Node) -> list[OT | None]:
+def _clip(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = node.req(0)
     v = cx.ir(x)
     for i, op, key in ((1, "ik.max", "min"), (2, "ik.min", "max")):
@@ -782,70 +779,70 @@ def _clip(cx: Emitter, node: Node) -> list[OT | None]:
             v = cx.op(op, v, cx.ir(cx.cast(b, x.dtype)))
         elif key in node.attrs:  # Clip-6 and older: attributes
             v = cx.op(op, v, cx.scalar(float(node.attrs[key]), x.dtype))
-    return [OT.of(v)]
+    return [OnnxValue.of(v)]
 
 
 @converter("LeakyRelu")
-def _leaky_relu(cx: Emitter, node: Node) -> list[OT | None]:
+def _leaky_relu(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = cx.ir(node.req(0))
     alpha = cx.scalar(float(node.attr("alpha", 0.01)), x.type.dtype)
     zero = cx.scalar(0.0, x.type.dtype)
-    return [OT.of(cx.op("ik.where", cx.op("ik.lt", x, zero), cx.op("ik.mul", x, alpha), x))]
+    return [OnnxValue.of(cx.op("ik.where", cx.op("ik.lt", x, zero), cx.op("ik.mul", x, alpha), x))]
 
 
 @converter("Softplus")
-def _softplus(cx: Emitter, node: Node) -> list[OT | None]:
+def _softplus(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = cx.ir(node.req(0))
     one = cx.scalar(1.0, x.type.dtype)
-    return [OT.of(cx.op("ik.log", cx.op("ik.add", cx.op("ik.exp", x), one)))]
+    return [OnnxValue.of(cx.op("ik.log", cx.op("ik.add", cx.op("ik.exp", x), one)))]
 
 
 @converter("HardSigmoid")
-def _hard_sigmoid(cx: Emitter, node: Node) -> list[OT | None]:
+def _hard_sigmoid(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = cx.ir(node.req(0))
     dt = x.type.dtype
     y = cx.op("ik.add", cx.op("ik.mul", x, cx.scalar(float(node.attr("alpha", 0.2)), dt)),
               cx.scalar(float(node.attr("beta", 0.5)), dt))
     y = cx.op("ik.min", cx.op("ik.max", y, cx.scalar(0.0, dt)), cx.scalar(1.0, dt))
-    return [OT.of(y)]
+    return [OnnxValue.of(y)]
 
 
 @converter("IsInf")
-def _isinf(cx: Emitter, node: Node) -> list[OT | None]:
+def _isinf(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = cx.ir(node.req(0))
     dt = x.type.dtype
     pos, neg = bool(node.attr("detect_positive", 1)), bool(node.attr("detect_negative", 1))
     if pos and neg:
-        return [OT.of(cx.op("ik.eq", cx.op("ik.abs", x), cx.scalar(float("inf"), dt)))]
+        return [OnnxValue.of(cx.op("ik.eq", cx.op("ik.abs", x), cx.scalar(float("inf"), dt)))]
     if pos or neg:
-        return [OT.of(cx.op("ik.eq", x, cx.scalar(float("inf") if pos else float("-inf"), dt)))]
-    return [OT.of(cx.op("ik.broadcast", cx.scalar(False, DType.bool), shape=x.type.shape))]
+        return [OnnxValue.of(cx.op("ik.eq", x, cx.scalar(float("inf") if pos else float("-inf"), dt)))]
+    return [OnnxValue.of(cx.op("ik.broadcast", cx.scalar(False, DType.bool), shape=x.type.shape))]
 
 
 @converter("Gelu")
-def _gelu(cx: Emitter, node: Node) -> list[OT | None]:
+def _gelu(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     approx = node.attr("approximate", "none")
     if approx not in ("none", "tanh"):
         raise FrontendError(f"node '{node.name}' (Gelu): approximate must be 'none' or 'tanh', got '{approx}'")
-    return [OT.of(cx.op("ik.gelu", cx.ir(node.req(0)), approximate=approx))]
+    return [OnnxValue.of(cx.op("ik.gelu", cx.ir(node.req(0)), approximate=approx))]
 
 
 @converter("Gelu", domain="com.microsoft")
-def _ms_gelu(cx: Emitter, node: Node) -> list[OT | None]:
-    return [OT.of(cx.op("ik.gelu", cx.ir(node.req(0)), approximate="none"))]
+def _ms_gelu(cx: Emitter, node: Node) -> list[OnnxValue | None]:
+    return [OnnxValue.of(cx.op("ik.gelu", cx.ir(node.req(0)), approximate="none"))]
 
 
 @converter("FastGelu", domain="com.microsoft")
-def _ms_fast_gelu(cx: Emitter, node: Node) -> list[OT | None]:
+def _ms_fast_gelu(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = cx.ir(node.req(0))
     b = node.input(1)
     if b is not None:
         x = cx.op("ik.add", x, cx.ir(b))
-    return [OT.of(cx.op("ik.gelu", x, approximate="tanh"))]
+    return [OnnxValue.of(cx.op("ik.gelu", x, approximate="tanh"))]
 
 
 @converter("Trilu")
-def _trilu(cx: Emitter, node: Node) -> list[OT | None]:
+def _trilu(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = node.req(0)
     k_t = node.input(1)
     k = int(cx.ints(k_t, node, "k")[0]) if k_t is not None else 0
@@ -854,7 +851,7 @@ def _trilu(cx: Emitter, node: Node) -> list[OT | None]:
         raise FrontendError(f"node '{node.name}' (Trilu): input must have rank >= 2")
     if foldable(x, move=True) and x.known.dtype != object:
         f = np.triu if upper else np.tril
-        return [OT.const(f(x.known, k), x.dtype)]
+        return [OnnxValue.const(f(x.known, k), x.dtype)]
     n, m = x.shape[-2], x.shape[-1]
     rows = cx.op("ik.iota", shape=(n, m), axis=0, dtype=DType.i64)
     cols = cx.op("ik.iota", shape=(n, m), axis=1, dtype=DType.i64)
@@ -862,7 +859,7 @@ def _trilu(cx: Emitter, node: Node) -> list[OT | None]:
     kv = cx.scalar(k, DType.i64)
     keep = cx.op("ik.ge" if upper else "ik.le", diff, kv)
     zero = cx.scalar(False if x.dtype.is_bool else 0, x.dtype)
-    return [OT.of(cx.op("ik.where", keep, cx.ir(x), zero))]
+    return [OnnxValue.of(cx.op("ik.where", keep, cx.ir(x), zero))]
 
 
 # ---------------------------------------------------------------------------
@@ -870,7 +867,7 @@ def _trilu(cx: Emitter, node: Node) -> list[OT | None]:
 
 
 @converter("Reshape")
-def _reshape_node(cx: Emitter, node: Node) -> list[OT | None]:
+def _reshape_node(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = node.req(0)
     st = node.req(1, "shape")
     if st.known is None:
@@ -919,7 +916,7 @@ def _dims_str(ds: Sequence[Dim | None]) -> str:
 
 
 @converter("Flatten")
-def _flatten(cx: Emitter, node: Node) -> list[OT | None]:
+def _flatten(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = node.req(0)
     ax = node.attr("axis", 1)
     ax = ax + x.rank if ax < 0 else ax
@@ -939,7 +936,7 @@ def _axes_arg(cx: Emitter, node: Node, idx: int) -> list[int] | None:
 
 
 @converter("Unsqueeze")
-def _unsqueeze(cx: Emitter, node: Node) -> list[OT | None]:
+def _unsqueeze(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = node.req(0)
     axes = _axes_arg(cx, node, 1)
     if not axes:
@@ -953,12 +950,12 @@ def _unsqueeze(cx: Emitter, node: Node) -> list[OT | None]:
     for i in range(r):
         shape.append(1 if i in norm else next(it))
     if x.known is not None and (foldable(x, move=True) or x.is_symbolic):
-        return [OT(x.dtype, tuple(shape), known=x.known.reshape(tuple(shape)))]
+        return [OnnxValue(x.dtype, tuple(shape), known=x.known.reshape(tuple(shape)))]
     return [_reshape(cx, x, shape)]
 
 
 @converter("Squeeze")
-def _squeeze(cx: Emitter, node: Node) -> list[OT | None]:
+def _squeeze(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = node.req(0)
     axes = _axes_arg(cx, node, 1)
     if axes is None:
@@ -973,12 +970,12 @@ def _squeeze(cx: Emitter, node: Node) -> list[OT | None]:
                 raise FrontendError(f"node '{node.name}' (Squeeze): dim {i} of {shape_str(x.shape)} is not 1")
     shape = tuple(d for i, d in enumerate(x.shape) if i not in drop)
     if x.known is not None and (foldable(x, move=True) or x.is_symbolic):
-        return [OT(x.dtype, shape, known=x.known.reshape(shape))]
+        return [OnnxValue(x.dtype, shape, known=x.known.reshape(shape))]
     return [_reshape(cx, x, shape)]
 
 
 @converter("Transpose")
-def _transpose(cx: Emitter, node: Node) -> list[OT | None]:
+def _transpose(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = node.req(0)
     perm = tuple(int(p) for p in node.attr("perm", list(range(x.rank))[::-1]))
     if sorted(perm) != list(range(x.rank)):
@@ -987,12 +984,12 @@ def _transpose(cx: Emitter, node: Node) -> list[OT | None]:
     if perm == tuple(range(x.rank)):
         return [x]
     if x.known is not None and (foldable(x, move=True) or x.is_symbolic):
-        return [OT.const(np.transpose(x.known, perm), x.dtype)]
-    return [OT.of(cx.op("ik.transpose", cx.ir(x), perm=perm))]
+        return [OnnxValue.const(np.transpose(x.known, perm), x.dtype)]
+    return [OnnxValue.of(cx.op("ik.transpose", cx.ir(x), perm=perm))]
 
 
 @converter("Concat")
-def _concat(cx: Emitter, node: Node) -> list[OT | None]:
+def _concat(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     xs = [t for t in node.inputs if t is not None]
     if not xs:
         raise FrontendError(f"node '{node.name}' (Concat): no inputs")
@@ -1003,16 +1000,16 @@ def _concat(cx: Emitter, node: Node) -> list[OT | None]:
     if all(t.known is not None and (foldable(t, move=True) or t.is_symbolic) for t in xs):
         sym = any(t.is_symbolic for t in xs)
         k = np.concatenate([_as_object(t.known) if sym else t.known for t in xs], axis=ax)
-        return [OT.const(k, dt)]
+        return [OnnxValue.const(k, dt)]
     # Zero-length static pieces add nothing.
     xs = [t for t in xs if not (isinstance(t.shape[ax], int) and t.shape[ax] == 0)] or xs[:1]
     if len(xs) == 1:
         return [xs[0]]
-    return [OT.of(cx.op("ik.concat", *[cx.ir(t) for t in xs], axis=ax))]
+    return [OnnxValue.of(cx.op("ik.concat", *[cx.ir(t) for t in xs], axis=ax))]
 
 
 @converter("Split")
-def _split(cx: Emitter, node: Node) -> list[OT | None]:
+def _split(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = node.req(0)
     ax = _axis(node, int(node.attr("axis", 0)), x.rank)
     d = x.shape[ax]
@@ -1044,8 +1041,8 @@ def _split(cx: Emitter, node: Node) -> list[OT | None]:
         return [x]
     if foldable(x, move=True) and all(isinstance(s, int) for s in sizes):
         parts = np.split(x.known, np.cumsum(sizes)[:-1], axis=ax)
-        return [OT.const(p, x.dtype) for p in parts]
-    return [OT.of(v) for v in cx.emit("ik.split", [cx.ir(x)], axis=ax, sizes=tuple(sizes))]
+        return [OnnxValue.const(p, x.dtype) for p in parts]
+    return [OnnxValue.of(v) for v in cx.emit("ik.split", [cx.ir(x)], axis=ax, sizes=tuple(sizes))]
 
 
 def _norm_index(v: Dim, d: Dim, is_end: bool) -> Dim:
@@ -1067,7 +1064,7 @@ def _norm_index(v: Dim, d: Dim, is_end: bool) -> Dim:
 
 
 @converter("Slice")
-def _slice(cx: Emitter, node: Node) -> list[OT | None]:
+def _slice(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = node.req(0)
     starts = cx.dims(node.req(1, "starts"), node, "starts")
     ends = cx.dims(node.req(2, "ends"), node, "ends")
@@ -1114,18 +1111,18 @@ def _slice(cx: Emitter, node: Node) -> list[OT | None]:
             k = k[tuple(slice(s, lim, st) for s, lim, st in zip(start, limit, step))]
         for ax, idx in reverse:
             k = np.take(k, idx, axis=ax)
-        return [OT.const(k, x.dtype)]
+        return [OnnxValue.const(k, x.dtype)]
     v = cx.ir(x)
     if not whole:
         v = cx.op("ik.slice", v, start=tuple(start), limit=tuple(limit),
                   step=tuple(step) if any(s != 1 for s in step) else None)
     for ax, idx in reverse:
         v = cx.op("ik.gather", v, cx.constant(np.array(idx, dtype=np.int64), DType.i64), axis=ax)
-    return [OT.of(v)]
+    return [OnnxValue.of(v)]
 
 
 @converter("Gather")
-def _gather(cx: Emitter, node: Node) -> list[OT | None]:
+def _gather(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     data, idx = node.req(0, "data"), node.req(1, "indices")
     if not idx.dtype.is_int:
         raise FrontendError(f"node '{node.name}' (Gather): indices must be integers, got {idx.dtype}")
@@ -1138,12 +1135,12 @@ def _gather(cx: Emitter, node: Node) -> list[OT | None]:
         k = np.take(data.known, ii, axis=ax)
         if not isinstance(k, np.ndarray) or k.dtype != data.known.dtype:
             k = np.array(k, dtype=data.known.dtype)  # a 0-d take returns a bare element
-        return [OT.const(k, data.dtype)]
-    return [OT.of(cx.op("ik.gather", cx.ir(data), cx.ir(idx), axis=ax))]
+        return [OnnxValue.const(k, data.dtype)]
+    return [OnnxValue.of(cx.op("ik.gather", cx.ir(data), cx.ir(idx), axis=ax))]
 
 
 @converter("Expand")
-def _expand(cx: Emitter, node: Node) -> list[OT | None]:
+def _expand(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = node.req(0)
     shape = cx.dims(node.req(1, "shape"), node, "shape")
     try:
@@ -1156,12 +1153,12 @@ def _expand(cx: Emitter, node: Node) -> list[OT | None]:
         return [x]
     if foldable(x, move=True) and all(isinstance(d, int) for d in out) and x.known.dtype != object and \
             int(np.prod(out, dtype=np.int64)) <= FOLD_LIMIT:
-        return [OT.const(np.broadcast_to(x.known, out).copy(), x.dtype)]
-    return [OT.of(cx.op("ik.broadcast", cx.ir(x), shape=out))]
+        return [OnnxValue.const(np.broadcast_to(x.known, out).copy(), x.dtype)]
+    return [OnnxValue.of(cx.op("ik.broadcast", cx.ir(x), shape=out))]
 
 
 @converter("Tile")
-def _tile(cx: Emitter, node: Node) -> list[OT | None]:
+def _tile(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = node.req(0)
     reps = cx.ints(node.req(1, "repeats"), node, "repeats")
     if len(reps) != x.rank or any(r < 0 for r in reps):
@@ -1176,11 +1173,11 @@ def _tile(cx: Emitter, node: Node) -> list[OT | None]:
     for r, d in zip(reps, x.shape):
         bshape += [r, d]
     v = cx.op("ik.broadcast", v, shape=tuple(bshape))
-    return [OT.of(cx.op("ik.reshape", v, shape=tuple(dim_mul(r, d) for r, d in zip(reps, x.shape))))]
+    return [OnnxValue.of(cx.op("ik.reshape", v, shape=tuple(dim_mul(r, d) for r, d in zip(reps, x.shape))))]
 
 
 @converter("Pad")
-def _pad(cx: Emitter, node: Node) -> list[OT | None]:
+def _pad(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = node.req(0)
     mode = node.attr("mode", "constant")
     if mode not in ("constant", "reflect", "edge", "wrap"):
@@ -1192,7 +1189,7 @@ def _pad(cx: Emitter, node: Node) -> list[OT | None]:
     else:
         pads = cx.ints(node.req(1, "pads"), node, "pads")
     value = node.attrs.get("value", None)
-    runtime_value: OT | None = None
+    runtime_value: OnnxValue | None = None
     cv = node.input(2)
     if value is None and cv is not None:
         if cv.known is None:
@@ -1224,7 +1221,7 @@ def _pad(cx: Emitter, node: Node) -> list[OT | None]:
                 lo, hi = max(lo, 0), max(hi, 0)
             idx = np.pad(base, (lo, hi), mode=np_mode) if (lo or hi) else base
             v = cx.op("ik.gather", v, cx.constant(idx.astype(np.int64), DType.i64), axis=a)
-        return [OT.of(v)]
+        return [OnnxValue.of(v)]
     if any(p < 0 for p in full):
         start = [max(-full[i], 0) for i in range(x.rank)]
         limit = [dim_sub(d, max(-full[i + x.rank], 0)) for i, d in enumerate(x.shape)]
@@ -1238,7 +1235,7 @@ def _pad(cx: Emitter, node: Node) -> list[OT | None]:
             keep = cx.op("ik.ne", cx.op("ik.pad", ones, pads=tuple(full), value=0.0), cx.scalar(0, DType.i32))
             fill = cx.op("ik.reshape", cx.ir(runtime_value), shape=())
             v = cx.op("ik.where", keep, v, fill)
-    return [OT.of(v)]
+    return [OnnxValue.of(v)]
 
 
 # ---------------------------------------------------------------------------
@@ -1250,7 +1247,7 @@ _REDUCE = {"ReduceMean": "ik.reduce_mean", "ReduceSum": "ik.reduce_sum", "Reduce
 
 
 @converter(*_REDUCE, "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")
-def _reduce(cx: Emitter, node: Node) -> list[OT | None]:
+def _reduce(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = node.req(0)
     axes = _axes_arg(cx, node, 1)
     keep = bool(node.attr("keepdims", 1))
@@ -1264,7 +1261,7 @@ def _reduce(cx: Emitter, node: Node) -> list[OT | None]:
         if fn is not None:
             try:
                 k = fn.reduce(_as_object(x.known), axis=norm, keepdims=keep)
-                return [OT.const(np.asarray(k, dtype=object), x.dtype)]
+                return [OnnxValue.const(np.asarray(k, dtype=object), x.dtype)]
             except (TypeError, ValueError, _NoFold):
                 pass
     v = cx.ir(x)
@@ -1273,7 +1270,7 @@ def _reduce(cx: Emitter, node: Node) -> list[OT | None]:
         return [_empty_reduction(cx, node, x, norm, keep)]
     if x.dtype.is_bool and kind in ("ReduceMax", "ReduceMin"):
         r = cx.op(_REDUCE[kind], cx.op("ik.cast", v, to=DType.i32), axes=norm, keepdims=keep) if x.rank else v
-        return [OT.of(cx.op("ik.cast", r, to=DType.bool) if x.rank else r)]
+        return [OnnxValue.of(cx.op("ik.cast", r, to=DType.bool) if x.rank else r)]
     pre = {"ReduceL1": "ik.abs", "ReduceL2": "square", "ReduceSumSquare": "square", "ReduceLogSumExp": "exp"}
     if kind == "ReduceLogSumExp" and x.rank:
         # log(sum(exp(x - max))) + max: stable, as the ONNX reference computes it.
@@ -1282,7 +1279,7 @@ def _reduce(cx: Emitter, node: Node) -> list[OT | None]:
         m = cx.op("ik.where", fin, m, cx.scalar(0.0, x.dtype)) if fin is not None else m
         s = cx.op("ik.reduce_sum", cx.op("ik.exp", cx.op("ik.sub", v, m)), axes=norm, keepdims=keep)
         mk = m if keep else cx.op("ik.reshape", m, shape=s.type.shape)
-        return [OT.of(cx.op("ik.add", cx.op("ik.log", s), mk))]
+        return [OnnxValue.of(cx.op("ik.add", cx.op("ik.log", s), mk))]
     if kind in pre:
         v = cx.op("ik.mul", v, v) if pre[kind] == "square" else cx.op(pre[kind], v)
     red = _REDUCE.get(kind, "ik.reduce_sum")
@@ -1291,10 +1288,10 @@ def _reduce(cx: Emitter, node: Node) -> list[OT | None]:
         y = cx.op("ik.sqrt", y)
     elif kind in ("ReduceLogSum", "ReduceLogSumExp"):
         y = cx.op("ik.log", y)
-    return [OT.of(y)]
+    return [OnnxValue.of(y)]
 
 
-def _empty_reduction(cx: Emitter, node: Node, x: OT, axes: tuple[int, ...], keep: bool) -> OT:
+def _empty_reduction(cx: Emitter, node: Node, x: OnnxValue, axes: tuple[int, ...], keep: bool) -> OnnxValue:
     """A reduction over an empty axis: the reduction's identity (ONNX: max of nothing is -inf...)."""
     kind = node.op_type
     dt = x.dtype
@@ -1307,45 +1304,45 @@ def _empty_reduction(cx: Emitter, node: Node, x: OT, axes: tuple[int, ...], keep
         info = np.iinfo(dt.np)
         fill = {"ReduceMax": info.min, "ReduceMin": info.max, "ReduceProd": 1}.get(kind, 0)
     shape = tuple(1 if i in axes else d for i, d in enumerate(x.shape) if keep or i not in axes)
-    return OT.of(cx.op("ik.broadcast", cx.scalar(fill, dt), shape=shape))
+    return OnnxValue.of(cx.op("ik.broadcast", cx.scalar(fill, dt), shape=shape))
 
 
 @converter("Softmax", "LogSoftmax")
-def _softmax(cx: Emitter, node: Node) -> list[OT | None]:
+def _softmax(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = node.req(0)
     name = "ik.softmax" if node.op_type == "Softmax" else "ik.log_softmax"
     if cx.opset < 13:
         # Softmax-1/11 work on the 2-D flattening of the input at axis (default 1).
         ax = _axis(node, int(node.attr("axis", 1)), x.rank)
         if ax == x.rank - 1:
-            return [OT.of(cx.op(name, cx.ir(x), axis=ax))]
+            return [OnnxValue.of(cx.op(name, cx.ir(x), axis=ax))]
         v = cx.op("ik.reshape", cx.ir(x), shape=(dim_prod(x.shape[:ax]), dim_prod(x.shape[ax:])))
-        return [OT.of(cx.op("ik.reshape", cx.op(name, v, axis=1), shape=x.shape))]
+        return [OnnxValue.of(cx.op("ik.reshape", cx.op(name, v, axis=1), shape=x.shape))]
     ax = _axis(node, int(node.attr("axis", -1)), x.rank)
-    return [OT.of(cx.op(name, cx.ir(x), axis=ax))]
+    return [OnnxValue.of(cx.op(name, cx.ir(x), axis=ax))]
 
 
 @converter("LayerNormalization")
-def _layer_norm(cx: Emitter, node: Node) -> list[OT | None]:
+def _layer_norm(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x, w, b = node.req(0), node.req(1, "scale"), node.input(2)
     if any(node.used[1:]):
         raise Unsupported("LayerNormalization whose Mean/InvStdDev outputs are used")
     ax = _axis(node, int(node.attr("axis", -1)), x.rank)
     eps = float(node.attr("epsilon", 1e-5))
     y = cx.op("ik.layer_norm", cx.ir(x), cx.ir(w), None if b is None else cx.ir(b), axis=ax, eps=eps)
-    return [OT.of(y)] + [None] * (node.n_outputs - 1)
+    return [OnnxValue.of(y)] + [None] * (node.n_outputs - 1)
 
 
 @converter("RMSNormalization")
 @converter("SimplifiedLayerNormalization")
 @converter("SimplifiedLayerNormalization", domain="com.microsoft")
-def _rms_norm(cx: Emitter, node: Node) -> list[OT | None]:
+def _rms_norm(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x, w = node.req(0), node.req(1, "scale")
     if any(node.used[1:]):
         raise Unsupported(f"{node.op_type} whose extra outputs are used")
     ax = _axis(node, int(node.attr("axis", -1)), x.rank)
     eps = float(node.attr("epsilon", 1e-5))
-    return [OT.of(cx.op("ik.rms_norm", cx.ir(x), cx.ir(w), axis=ax, eps=eps))] + [None] * (node.n_outputs - 1)
+    return [OnnxValue.of(cx.op("ik.rms_norm", cx.ir(x), cx.ir(w), axis=ax, eps=eps))] + [None] * (node.n_outputs - 1)
 
 
 # ---------------------------------------------------------------------------
@@ -1353,7 +1350,7 @@ def _rms_norm(cx: Emitter, node: Node) -> list[OT | None]:
 
 
 @converter("MatMul")
-def _matmul(cx: Emitter, node: Node) -> list[OT | None]:
+def _matmul(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     a, b = node.req(0), node.req(1)
     cx.same_dtype(node, a, b)
     va, vb = cx.ir(a), cx.ir(b)
@@ -1371,11 +1368,11 @@ def _matmul(cx: Emitter, node: Node) -> list[OT | None]:
         if a.rank == 1:
             shape.pop(-2 if b.rank != 1 else -1)
         y = cx.op("ik.reshape", y, shape=tuple(shape))
-    return [OT.of(y)]
+    return [OnnxValue.of(y)]
 
 
 @converter("Gemm")
-def _gemm(cx: Emitter, node: Node) -> list[OT | None]:
+def _gemm(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     a, b, c = node.req(0), node.req(1), node.input(2)
     dt = cx.same_dtype(node, a, b)
     if a.rank != 2 or b.rank != 2:
@@ -1395,14 +1392,14 @@ def _gemm(cx: Emitter, node: Node) -> list[OT | None]:
         if beta != 1.0:
             vc = cx.op("ik.mul", vc, cx.scalar(beta, dt))
         y = cx.op("ik.add", y, vc)
-    return [OT.of(y)]
+    return [OnnxValue.of(y)]
 
 
 # ---------------------------------------------------------------------------
 # Attention and rotary embeddings (opset 23)
 
 
-def _to_bhsd(cx: Emitter, node: Node, t: OT, heads: int | None, what: str) -> Value:
+def _to_bhsd(cx: Emitter, node: Node, t: OnnxValue, heads: int | None, what: str) -> Value:
     """A 3-D [B, S, H*D] tensor as 4-D [B, H, S, D]; 4-D passes through."""
     v = cx.ir(t)
     if t.rank == 4:
@@ -1422,7 +1419,7 @@ def _to_bhsd(cx: Emitter, node: Node, t: OT, heads: int | None, what: str) -> Va
 
 
 @converter("Attention")
-def _attention(cx: Emitter, node: Node) -> list[OT | None]:
+def _attention(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     q, k, v = node.req(0, "Q"), node.req(1, "K"), node.req(2, "V")
     mask, past_k, past_v = node.input(3), node.input(4), node.input(5)
     if node.input(6) is not None:
@@ -1492,17 +1489,17 @@ def _attention(cx: Emitter, node: Node) -> list[OT | None]:
         y = cx.op("ik.transpose", y, perm=(0, 2, 1, 3))
         s = y.type.shape
         y = cx.op("ik.reshape", y, shape=(s[0], s[1], dim_mul(s[2], s[3])))
-    outs: list[OT | None] = [OT.of(y)]
+    outs: list[OnnxValue | None] = [OnnxValue.of(y)]
     if node.n_outputs > 1:
-        outs.append(OT.of(vk) if node.used[1] else None)
+        outs.append(OnnxValue.of(vk) if node.used[1] else None)
     if node.n_outputs > 2:
-        outs.append(OT.of(vv) if node.used[2] else None)
+        outs.append(OnnxValue.of(vv) if node.used[2] else None)
     outs += [None] * (node.n_outputs - len(outs))
     return outs
 
 
 @converter("RotaryEmbedding")
-def _rotary(cx: Emitter, node: Node) -> list[OT | None]:
+def _rotary(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x, cos_c, sin_c, pos = node.req(0), node.req(1, "cos_cache"), node.req(2, "sin_cache"), node.input(3)
     cx.same_dtype(node, x, cos_c, sin_c)
     interleaved = bool(node.attr("interleaved", 0))
@@ -1561,19 +1558,20 @@ def _rotary(cx: Emitter, node: Node) -> list[OT | None]:
         r = cx.op("ik.transpose", r, perm=(0, 2, 1, 3))
     else:
         r = cx.op("ik.reshape", r, shape=x.shape)
-    return [OT.of(r)]
+    return [OnnxValue.of(r)]
 
 
 __all__ = [
     "CONVERTERS",
     "FOLD_LIMIT",
     "ONNX_DTYPES",
-    "OT",
     "Emitter",
     "Node",
+    "OnnxValue",
     "Unsupported",
     "converter",
     "foldable",
     "normalize_known",
+    "onnx_key",
     "supported_ops",
 ]

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import numpy as np
 
 from irkit.frontends.common import FrontendError
-from irkit.frontends.onnx_ops import OT, Emitter, Node, Unsupported, converter
+from irkit.frontends.onnx_ops import Emitter, Node, OnnxValue, Unsupported, converter
 from irkit.ir.core import Value
 from irkit.ir.types import DType
 
@@ -70,7 +70,7 @@ def _slice(cx: Emitter, v: Value, axis: int, lo: int, hi: int) -> Value:
 
 
 @converter("RNN", "GRU", "LSTM")
-def _recurrent(cx: Emitter, node: Node) -> list[OT | None]:
+def _recurrent(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     kind = node.op_type
     x, w, r = node.req(0, "X"), node.req(1, "W"), node.req(2, "R")
     b, seq_t, h0_t = node.input(3), node.input(4), node.input(5)
@@ -104,7 +104,7 @@ def _recurrent(cx: Emitter, node: Node) -> list[OT | None]:
     g = _GATES[kind]
     lbr = bool(node.attr("linear_before_reset", 0))
 
-    def state0(t: OT | None, d: int) -> Value:
+    def state0(t: OnnxValue | None, d: int) -> Value:
         if t is None:
             return cx.op("ik.broadcast", cx.scalar(0.0, dt), shape=(batch, hidden))
         v = cx.ir(t)
@@ -213,9 +213,9 @@ def _recurrent(cx: Emitter, node: Node) -> list[OT | None]:
         yv = cx.op("ik.transpose", yv, perm=(2, 0, 1, 3))
         hv = cx.op("ik.transpose", hv, perm=(1, 0, 2))
         cv = cx.op("ik.transpose", cv, perm=(1, 0, 2)) if cv is not None else None
-    outs_ot: list[OT | None] = [OT.of(yv), OT.of(hv)]
+    outs_ot: list[OnnxValue | None] = [OnnxValue.of(yv), OnnxValue.of(hv)]
     if kind == "LSTM":
-        outs_ot.append(OT.of(cv) if cv is not None else None)
+        outs_ot.append(OnnxValue.of(cv) if cv is not None else None)
     return outs_ot[:max(node.n_outputs, 1)]
 
 

@@ -18,9 +18,9 @@ import numpy as np
 
 from irkit.frontends.common import FrontendError
 from irkit.frontends.onnx_ops import (
-    OT,
     Emitter,
     Node,
+    OnnxValue,
     Unsupported,
     _axis,
     converter,
@@ -32,53 +32,53 @@ from irkit.ir.types import DType, dim_prod
 # Gather / scatter
 
 
-def _index_value(cx: Emitter, node: Node, t: OT, what: str) -> Value:
+def _index_value(cx: Emitter, node: Node, t: OnnxValue, what: str) -> Value:
     if not t.dtype.is_int:
         raise FrontendError(f"node '{node.name}' ({node.op_type}): {what} must be integers, got {t.dtype}")
     return cx.ir(t if t.dtype in (DType.i32, DType.i64) else cx.cast(t, DType.i64))
 
 
 @converter("GatherElements")
-def _gather_elements(cx: Emitter, node: Node) -> list[OT | None]:
+def _gather_elements(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     data, idx = node.req(0, "data"), node.req(1, "indices")
     ax = _axis(node, int(node.attr("axis", 0)), data.rank)
-    return [OT.of(cx.op("ik.gather_elements", cx.ir(data), _index_value(cx, node, idx, "indices"), axis=ax))]
+    return [OnnxValue.of(cx.op("ik.gather_elements", cx.ir(data), _index_value(cx, node, idx, "indices"), axis=ax))]
 
 
 @converter("GatherND")
-def _gather_nd(cx: Emitter, node: Node) -> list[OT | None]:
+def _gather_nd(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     data, idx = node.req(0, "data"), node.req(1, "indices")
-    return [OT.of(cx.op("ik.gather_nd", cx.ir(data), _index_value(cx, node, idx, "indices"),
+    return [OnnxValue.of(cx.op("ik.gather_nd", cx.ir(data), _index_value(cx, node, idx, "indices"),
                         batch_dims=int(node.attr("batch_dims", 0))))]
 
 
 @converter("ScatterElements", "Scatter")
-def _scatter_elements(cx: Emitter, node: Node) -> list[OT | None]:
+def _scatter_elements(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     data, idx, upd = node.req(0, "data"), node.req(1, "indices"), node.req(2, "updates")
     ax = _axis(node, int(node.attr("axis", 0)), data.rank)
     red = node.attr("reduction", "none")
-    return [OT.of(cx.op("ik.scatter_elements", cx.ir(data), _index_value(cx, node, idx, "indices"), cx.ir(upd),
+    return [OnnxValue.of(cx.op("ik.scatter_elements", cx.ir(data), _index_value(cx, node, idx, "indices"), cx.ir(upd),
                         axis=ax, reduction=red))]
 
 
 @converter("ScatterND")
-def _scatter_nd(cx: Emitter, node: Node) -> list[OT | None]:
+def _scatter_nd(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     data, idx, upd = node.req(0, "data"), node.req(1, "indices"), node.req(2, "updates")
     red = node.attr("reduction", "none")
-    return [OT.of(cx.op("ik.scatter_nd", cx.ir(data), _index_value(cx, node, idx, "indices"), cx.ir(upd),
+    return [OnnxValue.of(cx.op("ik.scatter_nd", cx.ir(data), _index_value(cx, node, idx, "indices"), cx.ir(upd),
                         reduction=red))]
 
 
 @converter("NonZero")
-def _nonzero(cx: Emitter, node: Node) -> list[OT | None]:
+def _nonzero(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = node.req(0)
     if x.known is None or x.is_symbolic:
         raise Unsupported("NonZero of a tensor computed at run time (its output shape depends on the data)")
-    return [OT.const(np.array(np.nonzero(x.known), dtype=np.int64).reshape(x.rank, -1), DType.i64)]
+    return [OnnxValue.const(np.array(np.nonzero(x.known), dtype=np.int64).reshape(x.rank, -1), DType.i64)]
 
 
 @converter("OneHot")
-def _one_hot(cx: Emitter, node: Node) -> list[OT | None]:
+def _one_hot(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     idx, depth_t, values = node.req(0, "indices"), node.req(1, "depth"), node.req(2, "values")
     depth = cx.scalar_value(depth_t, node, "depth")
     if not isinstance(depth, (int, float, np.integer, np.floating)):
@@ -100,7 +100,7 @@ def _one_hot(cx: Emitter, node: Node) -> list[OT | None]:
     vv = cx.ir(values)
     off = cx.op("ik.reshape", cx.op("ik.slice", vv, start=(0,), limit=(1,)), shape=())
     on = cx.op("ik.reshape", cx.op("ik.slice", vv, start=(1,), limit=(2,)), shape=())
-    return [OT.of(cx.op("ik.where", hot, on, off))]
+    return [OnnxValue.of(cx.op("ik.where", hot, on, off))]
 
 
 # ---------------------------------------------------------------------------
@@ -116,35 +116,35 @@ def _scalar_axis(cx: Emitter, node: Node, idx: int, rank: int) -> int:
 
 
 @converter("CumSum", "CumProd")
-def _cumsum(cx: Emitter, node: Node) -> list[OT | None]:
+def _cumsum(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = node.req(0)
     ax = _scalar_axis(cx, node, 1, x.rank)
     name = "ik.cumsum" if node.op_type == "CumSum" else "ik.cumprod"
-    return [OT.of(cx.op(name, cx.ir(x), axis=ax, reverse=bool(node.attr("reverse", 0)),
+    return [OnnxValue.of(cx.op(name, cx.ir(x), axis=ax, reverse=bool(node.attr("reverse", 0)),
                         exclusive=bool(node.attr("exclusive", 0))))]
 
 
 @converter("TopK")
-def _topk(cx: Emitter, node: Node) -> list[OT | None]:
+def _topk(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = node.req(0)
     k = int(node.attrs["k"]) if "k" in node.attrs else int(cx.ints(node.req(1, "K"), node, "K")[0])
     ax = _axis(node, int(node.attr("axis", -1)), x.rank)
     vals, idx = cx.emit("ik.topk", [cx.ir(x)], k=k, axis=ax, largest=bool(node.attr("largest", 1)),
                         sorted=bool(node.attr("sorted", 1)))
-    return [OT.of(vals), OT.of(idx)]
+    return [OnnxValue.of(vals), OnnxValue.of(idx)]
 
 
 @converter("ArgMax", "ArgMin")
-def _arg(cx: Emitter, node: Node) -> list[OT | None]:
+def _arg(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = node.req(0)
     ax = _axis(node, int(node.attr("axis", 0)), x.rank)
     name = "ik.argmax" if node.op_type == "ArgMax" else "ik.argmin"
-    return [OT.of(cx.op(name, cx.ir(x), axis=ax, keepdims=bool(node.attr("keepdims", 1)),
+    return [OnnxValue.of(cx.op(name, cx.ir(x), axis=ax, keepdims=bool(node.attr("keepdims", 1)),
                         select_last_index=bool(node.attr("select_last_index", 0))))]
 
 
 @converter("Hardmax")
-def _hardmax(cx: Emitter, node: Node) -> list[OT | None]:
+def _hardmax(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = node.req(0)
     v = cx.ir(x)
     ax = _axis(node, int(node.attr("axis", -1 if cx.opset >= 13 else 1)), x.rank)
@@ -158,7 +158,7 @@ def _hardmax(cx: Emitter, node: Node) -> list[OT | None]:
     y = cx.op("ik.where", cx.op("ik.eq", ramp, am), cx.scalar(1.0, dt), cx.scalar(0.0, dt))
     if cx.opset < 13:
         y = cx.op("ik.reshape", y, shape=shape)
-    return [OT.of(y)]
+    return [OnnxValue.of(y)]
 
 
 # ---------------------------------------------------------------------------
@@ -166,7 +166,7 @@ def _hardmax(cx: Emitter, node: Node) -> list[OT | None]:
 
 
 @converter("BitShift")
-def _bit_shift(cx: Emitter, node: Node) -> list[OT | None]:
+def _bit_shift(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     a, b = node.req(0), node.req(1)
     cx.same_dtype(node, a, b)
     d = node.attr("direction", "")
@@ -174,22 +174,22 @@ def _bit_shift(cx: Emitter, node: Node) -> list[OT | None]:
         raise FrontendError(f"node '{node.name}' (BitShift): direction must be LEFT or RIGHT, got '{d}'")
     name = "ik.shift_left" if d == "LEFT" else \
         "ik.shift_right_arithmetic" if a.dtype.is_signed else "ik.shift_right_logical"
-    return [OT.of(cx.op(name, cx.ir(a), cx.ir(b)))]
+    return [OnnxValue.of(cx.op(name, cx.ir(a), cx.ir(b)))]
 
 
 _BITWISE = {"BitwiseAnd": "ik.bitwise_and", "BitwiseOr": "ik.bitwise_or", "BitwiseXor": "ik.bitwise_xor"}
 
 
 @converter(*_BITWISE)
-def _bitwise(cx: Emitter, node: Node) -> list[OT | None]:
+def _bitwise(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     a, b = node.req(0), node.req(1)
     cx.same_dtype(node, a, b)
-    return [OT.of(cx.op(_BITWISE[node.op_type], cx.ir(a), cx.ir(b)))]
+    return [OnnxValue.of(cx.op(_BITWISE[node.op_type], cx.ir(a), cx.ir(b)))]
 
 
 @converter("BitwiseNot")
-def _bitwise_not(cx: Emitter, node: Node) -> list[OT | None]:
-    return [OT.of(cx.op("ik.bitwise_not", cx.ir(node.req(0))))]
+def _bitwise_not(cx: Emitter, node: Node) -> list[OnnxValue | None]:
+    return [OnnxValue.of(cx.op("ik.bitwise_not", cx.ir(node.req(0))))]
 
 
 # ---------------------------------------------------------------------------
@@ -224,7 +224,7 @@ def _einsum_terms(node: Node, eq: str, ranks: list[int]) -> tuple[list[str], str
 
 
 @converter("Einsum")
-def _einsum(cx: Emitter, node: Node) -> list[OT | None]:
+def _einsum(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     xs = [t for t in node.inputs if t is not None]
     terms, out = _einsum_terms(node, str(node.attr("equation", "")), [t.rank for t in xs])
     dt = cx.same_dtype(node, *xs)
@@ -278,14 +278,14 @@ def _einsum(cx: Emitter, node: Node) -> list[OT | None]:
         v = cx.op("ik.transpose", v, perm=tuple(t.index(c) for c in out))
     if v.type.dtype is not dt:
         v = cx.op("ik.cast", v, to=dt)
-    return [OT.of(v)]
+    return [OnnxValue.of(v)]
 
 
 # ---------------------------------------------------------------------------
 # Quantisation (opset 10+): round half to even, saturate, cast
 
 
-def _qparams(cx: Emitter, node: Node, x: OT, scale: OT, zp: OT | None, axis: int | None,
+def _qparams(cx: Emitter, node: Node, x: OnnxValue, scale: OnnxValue, zp: OnnxValue | None, axis: int | None,
              block: int) -> tuple[Value, Value | None]:
     """Scale and zero point broadcastable against ``x`` (per-tensor, per-axis or blocked)."""
     sv, zv = cx.ir(scale), cx.ir(zp) if zp is not None else None
@@ -327,7 +327,7 @@ def _saturate(cx: Emitter, v: Value, dt: DType) -> Value:
 
 
 @converter("QuantizeLinear")
-def _quantize(cx: Emitter, node: Node) -> list[OT | None]:
+def _quantize(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x, scale, zp = node.req(0), node.req(1, "y_scale"), node.input(2)
     out_dt = zp.dtype if zp is not None else DType.ui8
     if node.attrs.get("output_dtype"):
@@ -344,11 +344,11 @@ def _quantize(cx: Emitter, node: Node) -> list[OT | None]:
     q = cx.op("ik.round", cx.op("ik.div", xv, sv))
     if zv is not None:
         q = cx.op("ik.add", q, cx.op("ik.cast", zv, to=f))
-    return [OT.of(_saturate(cx, q, out_dt))]
+    return [OnnxValue.of(_saturate(cx, q, out_dt))]
 
 
 @converter("DequantizeLinear")
-def _dequantize(cx: Emitter, node: Node) -> list[OT | None]:
+def _dequantize(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x, scale, zp = node.req(0), node.req(1, "x_scale"), node.input(2)
     if not x.dtype.is_int:
         raise Unsupported(f"DequantizeLinear from {x.dtype}")
@@ -360,11 +360,11 @@ def _dequantize(cx: Emitter, node: Node) -> list[OT | None]:
     if zv is not None:
         xv = cx.op("ik.sub", xv, cx.op("ik.cast", zv, to=wide))
     y = cx.op("ik.mul", cx.op("ik.cast", xv, to=f), sv)
-    return [OT.of(y)]
+    return [OnnxValue.of(y)]
 
 
 @converter("DynamicQuantizeLinear")
-def _dyn_quantize(cx: Emitter, node: Node) -> list[OT | None]:
+def _dyn_quantize(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = cx.ir(node.req(0))
     f = x.type.dtype
     r = x.type.rank
@@ -375,7 +375,7 @@ def _dyn_quantize(cx: Emitter, node: Node) -> list[OT | None]:
     zp = cx.op("ik.round", cx.op("ik.sub", zero, cx.op("ik.div", mn, scale)))
     zp_c = cx.op("ik.min", cx.op("ik.max", zp, zero), cx.scalar(255.0, f))
     q = cx.op("ik.add", cx.op("ik.round", cx.op("ik.div", x, scale)), zp_c)
-    return [OT.of(_saturate(cx, q, DType.ui8)), OT.of(scale), OT.of(cx.op("ik.cast", zp_c, to=DType.ui8))]
+    return [OnnxValue.of(_saturate(cx, q, DType.ui8)), OnnxValue.of(scale), OnnxValue.of(cx.op("ik.cast", zp_c, to=DType.ui8))]
 
 
 def _int_matmul(cx: Emitter, node: Node, a: Value, b: Value, a_zp: Value | None, b_zp: Value | None,
@@ -394,33 +394,33 @@ def _int_matmul(cx: Emitter, node: Node, a: Value, b: Value, a_zp: Value | None,
 
 
 @converter("MatMulInteger")
-def _matmul_integer(cx: Emitter, node: Node) -> list[OT | None]:
+def _matmul_integer(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     a, b = node.req(0), node.req(1)
     if a.rank < 2 or b.rank < 2:
         raise Unsupported("MatMulInteger with a 1-D operand")
     azp, bzp = node.input(2), node.input(3)
-    return [OT.of(_int_matmul(cx, node, cx.ir(a), cx.ir(b), cx.ir(azp) if azp is not None else None,
+    return [OnnxValue.of(_int_matmul(cx, node, cx.ir(a), cx.ir(b), cx.ir(azp) if azp is not None else None,
                               cx.ir(bzp) if bzp is not None else None, a.rank))]
 
 
 @converter("QLinearMatMul")
-def _qlinear_matmul(cx: Emitter, node: Node) -> list[OT | None]:
+def _qlinear_matmul(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     a, a_s, a_zp, b, b_s, b_zp, y_s, y_zp = (node.req(i) for i in range(8))
     if a.rank < 2 or b.rank < 2:
         raise Unsupported("QLinearMatMul with a 1-D operand")
     acc = _int_matmul(cx, node, cx.ir(a), cx.ir(b), cx.ir(a_zp), cx.ir(b_zp), a.rank)
     f = DType.f32 if a_s.dtype is not DType.f64 else DType.f64
-    def f32(t: OT) -> Value:
+    def f32(t: OnnxValue) -> Value:
         v = cx.ir(t)
         return v if v.type.dtype is f else cx.op("ik.cast", v, to=f)
     # The ONNX reference rescales in float: acc * (a_scale * b_scale / y_scale), rounded half to even.
     y = cx.op("ik.mul", cx.op("ik.cast", acc, to=f), cx.op("ik.div", cx.op("ik.mul", f32(a_s), f32(b_s)), f32(y_s)))
     y = cx.op("ik.add", cx.op("ik.round", y), cx.op("ik.cast", cx.ir(y_zp), to=f))
-    return [OT.of(_saturate(cx, y, y_zp.dtype))]
+    return [OnnxValue.of(_saturate(cx, y, y_zp.dtype))]
 
 
 @converter("ConvInteger")
-def _conv_integer(cx: Emitter, node: Node) -> list[OT | None]:
+def _conv_integer(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     from irkit.frontends.onnx_nn import conv_value
 
     x, w, xzp, wzp = node.req(0), node.req(1, "w"), node.input(2), node.input(3)
@@ -433,7 +433,7 @@ def _conv_integer(cx: Emitter, node: Node) -> list[OT | None]:
         if wzp.rank == 1 and wzp.shape[0] != 1:
             z = cx.op("ik.reshape", z, shape=(wzp.shape[0],) + (1,) * (w.rank - 1))
         wv = cx.op("ik.sub", wv, z)
-    return [OT.of(conv_value(cx, node, OT.of(xv), OT.of(wv), None))]
+    return [OnnxValue.of(conv_value(cx, node, OnnxValue.of(xv), OnnxValue.of(wv), None))]
 
 
 __all__: list[str] = []
@@ -444,7 +444,7 @@ __all__: list[str] = []
 
 
 @converter("EyeLike")
-def _eye_like(cx: Emitter, node: Node) -> list[OT | None]:
+def _eye_like(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = node.req(0)
     if x.rank != 2 or not all(isinstance(d, int) for d in x.shape):
         raise FrontendError(f"node '{node.name}' (EyeLike): input must be 2-D with static dims")
@@ -454,11 +454,11 @@ def _eye_like(cx: Emitter, node: Node) -> list[OT | None]:
 
         dt = ir_dtype(int(node.attr("dtype")), cx.source, f"node '{node.name}' (EyeLike) dtype")
     eye = np.eye(int(x.shape[0]), int(x.shape[1]), int(node.attr("k", 0)))
-    return [OT.of(cx.constant(eye.astype(dt.np), dt))]
+    return [OnnxValue.of(cx.constant(eye.astype(dt.np), dt))]
 
 
 @converter("Shrink")
-def _shrink(cx: Emitter, node: Node) -> list[OT | None]:
+def _shrink(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = node.req(0)
     v, dt = cx.ir(x), x.dtype
     lambd, bias = float(node.attr("lambd", 0.5)), float(node.attr("bias", 0.0))
@@ -466,11 +466,11 @@ def _shrink(cx: Emitter, node: Node) -> list[OT | None]:
     hi = cx.op("ik.gt", v, cx.scalar(lambd, dt))
     bv = cx.scalar(bias, dt)
     y = cx.op("ik.where", hi, cx.op("ik.sub", v, bv), cx.scalar(0, dt))
-    return [OT.of(cx.op("ik.where", lo, cx.op("ik.add", v, bv), y))]
+    return [OnnxValue.of(cx.op("ik.where", lo, cx.op("ik.add", v, bv), y))]
 
 
 @converter("Compress")
-def _compress(cx: Emitter, node: Node) -> list[OT | None]:
+def _compress(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x, cond = node.req(0), node.req(1, "condition")
     if cond.known is None:
         raise Unsupported("Compress whose condition is computed at run time (its output shape depends on the data)")
@@ -485,11 +485,11 @@ def _compress(cx: Emitter, node: Node) -> list[OT | None]:
     if isinstance(n, int):
         c = c[:n]
     idx = np.nonzero(c)[0].astype(np.int64)
-    return [OT.of(cx.op("ik.gather", v, cx.constant(idx, DType.i64), axis=ax))]
+    return [OnnxValue.of(cx.op("ik.gather", v, cx.constant(idx, DType.i64), axis=ax))]
 
 
 @converter("TensorScatter")
-def _tensor_scatter(cx: Emitter, node: Node) -> list[OT | None]:
+def _tensor_scatter(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     cache, upd, widx = node.req(0, "past_cache"), node.req(1, "update"), node.input(2)
     ax = _axis(node, int(node.attr("axis", -2)), cache.rank)
     if ax == 0:
@@ -504,11 +504,11 @@ def _tensor_scatter(cx: Emitter, node: Node) -> list[OT | None]:
         pos = cx.op("ik.mod", pos, cx.dim_value(cache.shape[ax]))
     elif mode != "linear":
         raise FrontendError(f"node '{node.name}' (TensorScatter): unknown mode '{mode}'")
-    return [OT.of(cx.op("ik.scatter_elements", cx.ir(cache), pos, cx.ir(upd), axis=ax, reduction="none"))]
+    return [OnnxValue.of(cx.op("ik.scatter_elements", cx.ir(cache), pos, cx.ir(upd), axis=ax, reduction="none"))]
 
 
 @converter("ReverseSequence")
-def _reverse_sequence(cx: Emitter, node: Node) -> list[OT | None]:
+def _reverse_sequence(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x, lens_t = node.req(0), node.req(1, "sequence_lens")
     t_ax, b_ax = int(node.attr("time_axis", 0)), int(node.attr("batch_axis", 1))
     lens = cx.ints(lens_t, node, "sequence_lens")
@@ -526,12 +526,12 @@ def _reverse_sequence(cx: Emitter, node: Node) -> list[OT | None]:
         isinstance(d, int) for d in x.shape) else None
     if full is None:
         raise Unsupported("ReverseSequence over dynamic dims")
-    return [OT.of(cx.op("ik.gather_elements", cx.ir(x), cx.constant(np.ascontiguousarray(full), DType.i64),
+    return [OnnxValue.of(cx.op("ik.gather_elements", cx.ir(x), cx.constant(np.ascontiguousarray(full), DType.i64),
                         axis=t_ax))]
 
 
 @converter("Unique", "NonMaxSuppression", "BitCast")
-def _refused(cx: Emitter, node: Node) -> list[OT | None]:
+def _refused(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     """Ops irkit refuses with a reason (a data-dependent output shape, or no IR op to express them)."""
     if node.op_type == "BitCast":
         raise Unsupported("BitCast (the IR has no bitcast op)")

@@ -2,10 +2,10 @@
 
 Design note.  :mod:`~irkit.frontends.torch_export` (the FX walk) and
 :mod:`~irkit.frontends.torch_ops` (the ATen converter table) both need the
-converter context :class:`Cx`, the :class:`Unsupported` exception, lazy
+converter context :class:`ConvertContext`, the :class:`Unsupported` exception, lazy
 secondary results and the dtype maps.  They live here, below both, so that
 the importer can import the converter table at module level and the import
-graph stays a tree (issue 19).
+graph stays a tree.
 """
 
 from __future__ import annotations
@@ -15,15 +15,12 @@ from typing import Any
 
 import numpy as np
 
+from irkit.errors import Unsupported
 from irkit.ir.builder import Builder
 from irkit.ir.core import Location, Value
 from irkit.ir.types import Dim, DType, SymDim, TensorType
 
 # torch is imported lazily (inside functions) so that `import irkit` never needs it.
-
-
-class Unsupported(Exception):
-    """Raised by a converter: this node cannot be expressed (the message says why)."""
 
 
 class DataDependent(Unsupported):
@@ -85,7 +82,7 @@ def tensor_to_numpy(t: Any) -> np.ndarray:
     return arr
 
 
-class _Lazy:
+class LazyResult:
     """A multi-output op's secondary result, built only if some node uses it."""
 
     def __init__(self, build: Callable[[], Any]):
@@ -95,7 +92,7 @@ class _Lazy:
 
     @staticmethod
     def force(v: Any) -> Any:
-        if isinstance(v, _Lazy):
+        if isinstance(v, LazyResult):
             if not v.done:
                 v.value = v.build()
                 v.done = True
@@ -103,16 +100,16 @@ class _Lazy:
         return v
 
 
-def lazy(build: Callable[[], Any]) -> _Lazy:
+def lazy(build: Callable[[], Any]) -> LazyResult:
     """Wrap a secondary result (e.g. layer norm's mean) so it is built on first use."""
-    return _Lazy(build)
+    return LazyResult(build)
 
 
 # ---------------------------------------------------------------------------
 # converter context
 
 
-class Cx:
+class ConvertContext:
     """What a converter sees: the builder, the node's metadata and helpers."""
 
     def __init__(self, imp: Any, node: Any, loc: Location):
@@ -234,5 +231,14 @@ result_dtype = _result_dtype
 
 
 
-__all__ = ["Cx", "DataDependent", "Unsupported", "ir_dtype_to_torch", "lazy", "result_dtype", "tensor_to_numpy",
-           "torch_dtype_to_ir"]
+__all__ = [
+    "ConvertContext",
+    "DataDependent",
+    "LazyResult",
+    "Unsupported",
+    "ir_dtype_to_torch",
+    "lazy",
+    "result_dtype",
+    "tensor_to_numpy",
+    "torch_dtype_to_ir",
+]

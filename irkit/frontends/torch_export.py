@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from irkit.frontends import torch_ops, torch_ops_index, torch_ops_window  # noqa: F401 - they register
+from irkit.frontends import torch_cache, torch_ops, torch_ops_index, torch_ops_window  # noqa: F401 - they register
 from irkit.frontends.common import (
     FrontendError,
     UnsupportedOps,
@@ -51,10 +51,10 @@ from irkit.frontends.common import (
     sanitize_name,
 )
 from irkit.frontends.torch_cx import (  # noqa: F401 - re-exported: the importer's public names
-    Cx,
+    ConvertContext,
     DataDependent,
+    LazyResult,
     Unsupported,
-    _Lazy,
     _result_dtype,
     ir_dtype_to_torch,
     lazy,
@@ -62,6 +62,7 @@ from irkit.frontends.torch_cx import (  # noqa: F401 - re-exported: the importer
     tensor_to_numpy,
     torch_dtype_to_ir,
 )
+from irkit.ir.aliases import set_aliases
 from irkit.ir.builder import Builder, BuildError
 from irkit.ir.core import Function, Graph, Location, Module, Value
 from irkit.ir.types import Dim, DType, SymDim, TensorType, dim_add, dim_floordiv, dim_mul
@@ -328,7 +329,7 @@ class _Importer:
         if fname == "ToFloat" or isinstance(expr, sympy.Symbol):
             inner = expr.args[0] if fname == "ToFloat" else expr
             d = self.expr_dim(inner)
-            cx = Cx(self, None, b.loc)
+            cx = ConvertContext(self, None, b.loc)
             return b.cast(cx.dim_tensor(d), to=DType.f64)
         if isinstance(expr, sympy.Add):
             out = self.float_expr(expr.args[0])
@@ -396,10 +397,14 @@ class _Importer:
             s = specs.get(n.name)
             if s is None or s.kind == InputKind.USER_INPUT:
                 user_nodes.append(n)
+        # Mutated buffers (a static KV cache) are state: arguments after the user inputs.
+        state = {sb.node_name: sb for sb in torch_cache.state_buffers(ep)}
+        state_nodes = [n for n in placeholders if n.name in state]
+        self.state = torch_cache.StateTracker(state_nodes)
 
         arg_types: list[TensorType] = []
         arg_names: list[str] = []
-        for n in user_nodes:
+        for n in user_nodes + state_nodes:
             val = n.meta.get("val")
             if val is None or not hasattr(val, "shape"):
                 raise FrontendError(f"{self.opts.source}: input '{n.name}' is not a tensor "
@@ -409,7 +414,7 @@ class _Importer:
             except Unsupported as e:
                 raise FrontendError(f"{self.opts.source}: input '{n.name}': {e}") from None
             arg_types.append(t)
-            arg_names.append(sanitize_name(n.name))
+            arg_names.append(state[n.name].arg_name if n.name in state else sanitize_name(n.name))
             for s in val.shape:
                 if _is_sym(s) and getattr(s.node.expr, "is_Symbol", False):
                     hint = _hint(s)
@@ -417,7 +422,7 @@ class _Importer:
                         self.sym_examples.setdefault(self.symbol_name(str(s.node.expr)), hint)
         self.graph = Graph(arg_types, arg_names)
         self.b = Builder.at_end(self.graph)
-        for n, a in zip(user_nodes, self.graph.args):
+        for n, a in zip(user_nodes + state_nodes, self.graph.args):
             self.env[n] = a
 
         for n in placeholders:
@@ -438,6 +443,7 @@ class _Importer:
             self.visit(node)
 
         outputs: list[Value] = []
+        mutations: dict[str, Any] = {}  # buffer FQN or user input name -> its new value's FX node
         if output_node is not None:
             flat = list(output_node.args[0]) if isinstance(output_node.args[0], (tuple, list)) \
                 else [output_node.args[0]]
@@ -446,6 +452,9 @@ class _Importer:
                 kind = out_specs[i].kind if i < len(out_specs) else OutputKind.USER_OUTPUT
                 if kind == OutputKind.TOKEN:
                     continue  # effect tokens order side effects; the IR has none
+                if kind in (OutputKind.BUFFER_MUTATION, OutputKind.USER_INPUT_MUTATION):
+                    mutations[out_specs[i].target] = o
+                    continue
                 if kind != OutputKind.USER_OUTPUT:
                     self.unsupported.add(f"output kind {kind.name} (the program mutates "
                                          f"{out_specs[i].target})", node_location(output_node))
@@ -458,10 +467,14 @@ class _Importer:
                                          node_location(output_node))
                     continue
                 outputs.append(v)
+        aliases = torch_cache.state_outputs(self, user_nodes, state_nodes, state, mutations, outputs,
+                                            node_location(output_node) if output_node is not None else None)
         self.unsupported.raise_if_any()
         self.b.loc = Location.unknown()
         self.b.ret(*outputs)
         fn = Function(self.opts.name, self.graph, Location(name=self.opts.source))
+        if aliases:
+            set_aliases(fn, aliases)
         record_symbol_examples(fn, self.sym_examples)
         return Module([fn])
 
@@ -514,16 +527,18 @@ class _Importer:
         self.b.loc = loc
         target = node.target
         key = op_key(target)
-        conv, twin = self._lookup(target)
+        fn, twin = self._lookup(target)
         val = node.meta.get("val")
         mutated = None
         if twin is not None:
             mutated = node.args[0] if node.args else None
             target = twin
+        elif node.args and torch_cache.writes_first_arg(target):
+            mutated = node.args[0]  # an in-place op with its own converter (index_put_)
         try:
-            if mutated is not None:
+            if mutated is not None and not self.state.covers(node, mutated):
                 _check_inplace(node, mutated)
-            if conv is None:
+            if fn is None:
                 if _is_sym(val) or (isinstance(val, (int, float, bool)) and not _is_tensor_op(target)):
                     # Size arithmetic (sym_size, operator.mul on SymInts, sym_max...): the
                     # metadata already holds the resulting expression.
@@ -533,13 +548,14 @@ class _Importer:
                     self.env[node] = None
                     return
                 raise _NoConverter()
-            cx = Cx(self, node, loc)
+            cx = ConvertContext(self, node, loc)
             bound = bind_args(target, args, kwargs)
-            result = conv(cx, bound)
+            result = fn(cx, bound)
             self.env[node] = self._check(node, result, val)
             if mutated is not None:
                 # SSA-rename the mutated tensor: later readers of it see the update.
                 self.env[mutated] = self.env[node]
+            self.state.after(node, mutated, self.env)
         except _NoConverter:
             self.unsupported.add(key, loc)
             self.env[node] = FAILED
@@ -567,22 +583,22 @@ class _Importer:
             return _CONV_CACHE[target]
         except (KeyError, TypeError):
             pass
-        conv = self.converters.get(op_key(target)) or self.converters.get(_packet_key(target))
+        fn = self.converters.get(op_key(target)) or self.converters.get(_packet_key(target))
         twin = None
-        if conv is None:
+        if fn is None:
             t = _functional_twin(target)
             if t is not None:
-                conv = self.converters.get(op_key(t)) or self.converters.get(_packet_key(t))
-                twin = t if conv is not None else None
-        if conv is None and op_key(target).startswith("prims."):
+                fn = self.converters.get(op_key(t)) or self.converters.get(_packet_key(t))
+                twin = t if fn is not None else None
+        if fn is None and op_key(target).startswith("prims."):
             # A prim left by torch's reference decompositions (prims.hypot) has the
             # schema of the ATen op of its name: that op's converter reads it as well.
-            conv = self.converters.get("aten." + op_key(target).split(".")[1])
+            fn = self.converters.get("aten." + op_key(target).split(".")[1])
         try:
-            _CONV_CACHE[target] = (conv, twin)
+            _CONV_CACHE[target] = (fn, twin)
         except TypeError:
             pass
-        return conv, twin
+        return fn, twin
 
     def _scalar_from_meta(self, val: Any) -> Any:
         import torch
@@ -642,7 +658,7 @@ class _Importer:
             v = self.env.get(a, FAILED)
             if v is FAILED:
                 self._saw_failed = True
-            return _Lazy.force(v) if isinstance(v, _Lazy) else v
+            return LazyResult.force(v) if isinstance(v, LazyResult) else v
         if isinstance(a, (list, tuple)):
             items = [self._resolve(x) for x in a]
             return items if isinstance(a, list) else tuple(items)
@@ -651,6 +667,7 @@ class _Importer:
         return a
 
     _saw_failed = False
+    state = torch_cache.StateTracker(())  # aliases of the mutated buffers (set by run)
 
     def inline(self, gm: Any, inputs: Sequence[Any]) -> Any:
         """Import the graph of a submodule (a higher-order op's body) in place."""
@@ -1260,7 +1277,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 __all__ = [
-    "Cx",
+    "ConvertContext",
+    "LazyResult",
     "Unsupported",
     "decompose",
     "dim_names_from_spec",

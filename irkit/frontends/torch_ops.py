@@ -2,9 +2,9 @@
 
 Design note.  One table, :data:`CONVERTERS`, maps an ATen overload
 (``aten.add.Tensor``) or a whole overload packet (``aten.add``) to a function
-``conv(cx, a) -> result``: ``a`` holds the op's arguments by schema name with
+``fn(cx, a) -> result``: ``a`` holds the op's arguments by schema name with
 defaults filled in (FX nodes already replaced by IR values, dims or Python
-values) and ``cx`` is the :class:`~irkit.frontends.torch_export.Cx` with the
+values) and ``cx`` is the :class:`~irkit.frontends.torch_export.ConvertContext` with the
 builder and the node's torch metadata.  A converter returns a Value, a tuple
 of them (multi-output ops), or raises :class:`Unsupported` with a reason.
 
@@ -24,10 +24,11 @@ from typing import Any
 
 import numpy as np
 
+from irkit.frontends.common import ConverterTable
 from irkit.frontends.torch_cx import (
-    Cx,
+    ConvertContext,
+    LazyResult,
     Unsupported,
-    _Lazy,
     ir_dtype_to_torch,
     lazy,
     result_dtype,
@@ -36,24 +37,23 @@ from irkit.frontends.torch_cx import (
 from irkit.ir.core import Value
 from irkit.ir.types import Dim, DType, SymDim, dim_add, dim_mul, dim_prod, normalize_axis
 
-Converter = Callable[[Cx, dict], Any]
-CONVERTERS: dict[str, Converter] = {}
+Converter = Callable[[ConvertContext, dict], Any]
+
+
+def aten_key(name: str) -> str:
+    """The table key of an ATen overload or packet name: ``add.Tensor`` -> ``aten.add.Tensor``
+    (names of the other namespaces, ``prims.``, ``operator.``..., are kept as they are)."""
+    if "." in name and name.split(".")[0] in ("aten", "prims", "operator", "torch", "higher_order"):
+        return name
+    return f"aten.{name}"
+
+
+CONVERTERS = ConverterTable("torch.export", key=aten_key)
+converter = CONVERTERS.converter
+"""Register a converter under ATen overload or packet names (``add.Tensor`` -> ``aten.add.Tensor``)."""
 
 # int64 max: what torch records for an open slice end (`x[2:]`).
 _INT_MAX = 2**63 - 1
-
-
-def conv(*names: str) -> Callable[[Converter], Converter]:
-    """Register a converter under ATen overload or packet names (``add.Tensor`` -> ``aten.add.Tensor``)."""
-
-    def deco(fn: Converter) -> Converter:
-        for n in names:
-            key = n if "." in n and n.split(".")[0] in ("aten", "prims", "operator", "torch", "higher_order") \
-                else f"aten.{n}"
-            CONVERTERS[key] = fn
-        return fn
-
-    return deco
 
 
 # ---------------------------------------------------------------------------
@@ -82,30 +82,30 @@ def _dtype_arg(dt: Any) -> DType | None:
     return None if dt is None else torch_dtype_to_ir(dt)
 
 
-def _float_dtype(cx: Cx) -> DType:
+def _float_dtype(cx: ConvertContext) -> DType:
     dt = cx.out_dtype
     if not dt.is_float:
         raise Unsupported(f"result dtype {dt} where a float was expected")
     return dt
 
 
-def _opname(cx: Cx) -> str:
+def _opname(cx: ConvertContext) -> str:
     """The ATen name of the node being converted, without namespace or overload (``baddbmm``)."""
     return cx.node.target._schema.name.split("::")[-1].rstrip("_") if hasattr(cx.node.target, "_schema") \
         else str(cx.node.target)
 
 
-def _and(cx: Cx, x: Value, y: Value) -> Value:
+def _and(cx: ConvertContext, x: Value, y: Value) -> Value:
     # `and`/`not` are Python keywords, so these ops are built by name.
     return cx.b.create("ik.and", [x, y]).results[0]
 
 
-def _not(cx: Cx, x: Value) -> Value:
+def _not(cx: ConvertContext, x: Value) -> Value:
     return cx.b.create("ik.not", [x]).results[0]
 
 
 def _force(v: Any) -> Any:
-    return _Lazy.force(v)
+    return LazyResult.force(v)
 
 
 def _require(x: Any, what: str) -> Value:
@@ -124,10 +124,10 @@ def _static(d: Dim, what: str) -> int:
 # identity-like ops
 
 
-@conv("clone", "contiguous", "alias", "detach", "lift_fresh_copy", "lift_fresh", "alias_copy",
+@converter("clone", "contiguous", "alias", "detach", "lift_fresh_copy", "lift_fresh", "alias_copy",
       "detach_copy", "view_as", "reshape_as", "_conj", "resolve_conj",
       "resolve_neg", "positive", "real", "conj", "conj_physical")
-def _identity(cx: Cx, a: dict) -> Any:
+def _identity(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["self"], "input")
     out = cx.out_type()
     if out.shape != x.shape:
@@ -135,8 +135,8 @@ def _identity(cx: Cx, a: dict) -> Any:
     return x
 
 
-@conv("dropout", "feature_dropout", "alpha_dropout", "feature_alpha_dropout")
-def _dropout(cx: Cx, a: dict) -> Any:
+@converter("dropout", "feature_dropout", "alpha_dropout", "feature_alpha_dropout")
+def _dropout(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["input"], "input")
     if a.get("train"):
         # Exported in training mode: the IR is an inference IR, dropout is the identity there.
@@ -144,22 +144,22 @@ def _dropout(cx: Cx, a: dict) -> Any:
     return x
 
 
-@conv("native_dropout")
-def _native_dropout(cx: Cx, a: dict) -> Any:
+@converter("native_dropout")
+def _native_dropout(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["input"], "input")
     out = cx.b.dropout(x, p=float(a.get("p") or 0.0)) if a.get("train") else x
     return (out, lazy(lambda: cx.splat(True, DType.bool, x.shape)))
 
 
-@conv("_to_copy", "to", "type_as", "_autocast_to_reduced_precision",
+@converter("_to_copy", "to", "type_as", "_autocast_to_reduced_precision",
       "_autocast_to_full_precision")
-def _to(cx: Cx, a: dict) -> Any:
+def _to(cx: ConvertContext, a: dict) -> Any:
     x = _require(a.get("self"), "input")
     return cx.cast(x, cx.out_dtype)
 
 
-@conv("copy")
-def _copy(cx: Cx, a: dict) -> Any:
+@converter("copy")
+def _copy(cx: ConvertContext, a: dict) -> Any:
     src = _require(a["src"], "src")
     return cx.broadcast(cx.cast(src, cx.out_dtype), cx.out_shape)
 
@@ -168,12 +168,12 @@ def _copy(cx: Cx, a: dict) -> Any:
 # elementwise arithmetic
 
 
-def _binary_operands(cx: Cx, x: Any, y: Any, dt: DType) -> tuple[Value, Value]:
+def _binary_operands(cx: ConvertContext, x: Any, y: Any, dt: DType) -> tuple[Value, Value]:
     return cx.tensor(x, dt), cx.tensor(y, dt)
 
 
 def _arith(ik: str, bool_op: str | None = None) -> Converter:
-    def fn(cx: Cx, a: dict) -> Any:
+    def fn(cx: ConvertContext, a: dict) -> Any:
         x, y = a["self"], a["other"]
         dt = cx.out_dtype
         if dt.is_bool:
@@ -190,13 +190,13 @@ def _arith(ik: str, bool_op: str | None = None) -> Converter:
     return fn
 
 
-conv("add")(_arith("add", "or"))
-conv("sub")(_arith("sub"))
-conv("mul")(_arith("mul", "and"))
+converter("add")(_arith("add", "or"))
+converter("sub")(_arith("sub"))
+converter("mul")(_arith("mul", "and"))
 
 
-@conv("rsub")
-def _rsub(cx: Cx, a: dict) -> Any:
+@converter("rsub")
+def _rsub(cx: ConvertContext, a: dict) -> Any:
     dt = cx.out_dtype
     x, y = _binary_operands(cx, a["self"], a["other"], dt)
     alpha = a.get("alpha")
@@ -205,18 +205,18 @@ def _rsub(cx: Cx, a: dict) -> Any:
     return cx.b.sub(y, x)
 
 
-def _trunc(cx: Cx, v: Value) -> Value:
+def _trunc(cx: ConvertContext, v: Value) -> Value:
     return cx.b.trunc(v)
 
 
-def _floor_div(cx: Cx, x: Value, y: Value) -> Value:
+def _floor_div(cx: ConvertContext, x: Value, y: Value) -> Value:
     # ik.floor_div is np.floor_divide: floored for integers, and for floats the
     # fmod-based quotient torch computes too (not floor(x / y), which rounds first).
     return cx.b.floor_div(x, y)
 
 
-@conv("div", "true_divide")
-def _div(cx: Cx, a: dict) -> Any:
+@converter("div", "true_divide")
+def _div(cx: ConvertContext, a: dict) -> Any:
     dt = cx.out_dtype
     mode = a.get("rounding_mode")
     x, y = _binary_operands(cx, a["self"], a["other"], dt)
@@ -229,37 +229,37 @@ def _div(cx: Cx, a: dict) -> Any:
     raise Unsupported(f"rounding_mode '{mode}'")
 
 
-@conv("floor_divide")
-def _floor_divide(cx: Cx, a: dict) -> Any:
+@converter("floor_divide")
+def _floor_divide(cx: ConvertContext, a: dict) -> Any:
     dt = cx.out_dtype
     x, y = _binary_operands(cx, a["self"], a["other"], dt)
     return _floor_div(cx, x, y)
 
 
-@conv("remainder")
-def _remainder(cx: Cx, a: dict) -> Any:
+@converter("remainder")
+def _remainder(cx: ConvertContext, a: dict) -> Any:
     # Python-style modulo: the result takes the divisor's sign (ik.mod).
     dt = cx.out_dtype
     x, y = _binary_operands(cx, a["self"], a["other"], dt)
     return cx.b.mod(x, y)
 
 
-@conv("fmod")
-def _fmod(cx: Cx, a: dict) -> Any:
+@converter("fmod")
+def _fmod(cx: ConvertContext, a: dict) -> Any:
     dt = cx.out_dtype
     x, y = _binary_operands(cx, a["self"], a["other"], dt)
     return cx.b.rem(x, y)
 
 
-@conv("pow")
-def _pow(cx: Cx, a: dict) -> Any:
+@converter("pow")
+def _pow(cx: ConvertContext, a: dict) -> Any:
     dt = cx.out_dtype
     x, e = _binary_operands(cx, a["self"], a["exponent"], dt)
     return cx.b.pow(x, e)
 
 
 def _max_min(ik: str) -> Converter:
-    def fn(cx: Cx, a: dict) -> Any:
+    def fn(cx: ConvertContext, a: dict) -> Any:
         dt = cx.out_dtype
         x, y = _binary_operands(cx, a["self"], a["other"], dt)
         if dt.is_bool:
@@ -273,19 +273,19 @@ def _max_min(ik: str) -> Converter:
     return fn
 
 
-conv("maximum", "max.other", "fmax")(_max_min("max"))
-conv("minimum", "min.other", "fmin")(_max_min("min"))
+converter("maximum", "max.other", "fmax")(_max_min("max"))
+converter("minimum", "min.other", "fmin")(_max_min("min"))
 
 
-@conv("atan2", "arctan2")
-def _atan2(cx: Cx, a: dict) -> Any:
+@converter("atan2", "arctan2")
+def _atan2(cx: ConvertContext, a: dict) -> Any:
     dt = _float_dtype(cx)
     x, y = _binary_operands(cx, a["self"], a["other"], dt)
     return cx.b.atan2(x, y)
 
 
-@conv("hypot")
-def _hypot(cx: Cx, a: dict) -> Any:
+@converter("hypot")
+def _hypot(cx: ConvertContext, a: dict) -> Any:
     # sqrt(x^2 + y^2) with the larger magnitude factored out, so squares neither
     # overflow nor underflow: m * sqrt(1 + (n/m)^2), 0 where both are 0.
     dt = _float_dtype(cx)
@@ -301,15 +301,15 @@ def _hypot(cx: Cx, a: dict) -> Any:
     return cx.b.where(inf, cx.tensor(float("inf"), dt), r)
 
 
-@conv("nextafter")
-def _nextafter(cx: Cx, a: dict) -> Any:
+@converter("nextafter")
+def _nextafter(cx: ConvertContext, a: dict) -> Any:
     dt = _float_dtype(cx)
     x, y = _binary_operands(cx, a["self"], a["other"], dt)
     return cx.b.nextafter(x, y)
 
 
-@conv("clamp", "clip", "clamp_min", "clamp_max", "hardtanh")
-def _clamp(cx: Cx, a: dict) -> Any:
+@converter("clamp", "clip", "clamp_min", "clamp_max", "hardtanh")
+def _clamp(cx: ConvertContext, a: dict) -> Any:
     dt = cx.out_dtype
     x = cx.tensor(a.get("self", a.get("input")), dt)
     lo = a.get("min", a.get("min_val"))
@@ -340,7 +340,7 @@ _UNARY = {
 
 
 def _unary(ik: str, float_only: bool) -> Converter:
-    def fn(cx: Cx, a: dict) -> Any:
+    def fn(cx: ConvertContext, a: dict) -> Any:
         x = _require(a["self"], "input")
         dt = cx.out_dtype
         x = cx.cast(x, dt)
@@ -350,11 +350,11 @@ def _unary(ik: str, float_only: bool) -> Converter:
 
 
 for _name, (_ik, _fo) in _UNARY.items():
-    conv(_name)(_unary(_ik, _fo))
+    converter(_name)(_unary(_ik, _fo))
 
 
-@conv("floor", "ceil", "trunc", "fix", "round")
-def _rounding(cx: Cx, a: dict) -> Any:
+@converter("floor", "ceil", "trunc", "fix", "round")
+def _rounding(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["self"], "input")
     if x.dtype.is_int or x.dtype.is_bool:
         return x
@@ -376,35 +376,35 @@ def _rounding(cx: Cx, a: dict) -> Any:
     return cx.b.trunc(x)
 
 
-@conv("gelu")
-def _gelu(cx: Cx, a: dict) -> Any:
+@converter("gelu")
+def _gelu(cx: ConvertContext, a: dict) -> Any:
     x = cx.cast(_require(a["self"], "input"), _float_dtype(cx))
     approx = a.get("approximate") or "none"
     return cx.b.gelu(x, approximate="tanh" if approx == "tanh" else "none")
 
 
-@conv("square")
-def _square(cx: Cx, a: dict) -> Any:
+@converter("square")
+def _square(cx: ConvertContext, a: dict) -> Any:
     x = cx.cast(_require(a["self"], "input"), cx.out_dtype)
     return cx.b.mul(x, x)
 
 
-@conv("log2")
-def _log2(cx: Cx, a: dict) -> Any:
+@converter("log2")
+def _log2(cx: ConvertContext, a: dict) -> Any:
     dt = _float_dtype(cx)
     x = cx.cast(_require(a["self"], "input"), dt)
     return cx.b.mul(cx.b.log(x), cx.tensor(1.0 / math.log(2.0), dt))
 
 
-@conv("exp2")
-def _exp2(cx: Cx, a: dict) -> Any:
+@converter("exp2")
+def _exp2(cx: ConvertContext, a: dict) -> Any:
     dt = _float_dtype(cx)
     x = cx.cast(_require(a["self"], "input"), dt)
     return cx.b.exp(cx.b.mul(x, cx.tensor(math.log(2.0), dt)))
 
 
-@conv("leaky_relu")
-def _leaky_relu(cx: Cx, a: dict) -> Any:
+@converter("leaky_relu")
+def _leaky_relu(cx: ConvertContext, a: dict) -> Any:
     dt = cx.out_dtype
     x = cx.cast(_require(a["self"], "input"), dt)
     slope = a.get("negative_slope", 0.01)
@@ -412,8 +412,8 @@ def _leaky_relu(cx: Cx, a: dict) -> Any:
     return cx.b.where(cx.b.gt(x, zero), x, cx.b.mul(x, cx.tensor(slope, dt)))
 
 
-@conv("hardsigmoid")
-def _hardsigmoid(cx: Cx, a: dict) -> Any:
+@converter("hardsigmoid")
+def _hardsigmoid(cx: ConvertContext, a: dict) -> Any:
     dt = _float_dtype(cx)
     x = cx.cast(_require(a["self"], "input"), dt)
     y = cx.b.add(x, cx.tensor(3.0, dt))
@@ -421,8 +421,8 @@ def _hardsigmoid(cx: Cx, a: dict) -> Any:
     return cx.b.div(y, cx.tensor(6.0, dt))
 
 
-@conv("hardswish")
-def _hardswish(cx: Cx, a: dict) -> Any:
+@converter("hardswish")
+def _hardswish(cx: ConvertContext, a: dict) -> Any:
     dt = _float_dtype(cx)
     x = cx.cast(_require(a["self"], "input"), dt)
     y = cx.b.add(x, cx.tensor(3.0, dt))
@@ -430,8 +430,8 @@ def _hardswish(cx: Cx, a: dict) -> Any:
     return cx.b.div(cx.b.mul(x, y), cx.tensor(6.0, dt))
 
 
-@conv("softplus")
-def _softplus(cx: Cx, a: dict) -> Any:
+@converter("softplus")
+def _softplus(cx: ConvertContext, a: dict) -> Any:
     dt = _float_dtype(cx)
     x = cx.cast(_require(a["self"], "input"), dt)
     beta, thr = float(a.get("beta", 1.0)), float(a.get("threshold", 20.0))
@@ -440,8 +440,8 @@ def _softplus(cx: Cx, a: dict) -> Any:
     return cx.b.where(cx.b.gt(bx, cx.tensor(thr, dt)), x, soft)
 
 
-@conv("isnan", "isinf", "isfinite", "isposinf", "isneginf")
-def _isnan(cx: Cx, a: dict) -> Any:
+@converter("isnan", "isinf", "isfinite", "isposinf", "isneginf")
+def _isnan(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["self"], "input")
     name = _opname(cx)
     if not x.dtype.is_float:
@@ -457,7 +457,7 @@ def _isnan(cx: Cx, a: dict) -> Any:
 
 
 def _compare(ik: str) -> Converter:
-    def fn(cx: Cx, a: dict) -> Any:
+    def fn(cx: ConvertContext, a: dict) -> Any:
         x, y = a["self"], a["other"]
         dt = result_dtype(x, y)
         if dt.is_bool:
@@ -470,15 +470,15 @@ def _compare(ik: str) -> Converter:
 
 
 for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
-    conv(_name)(_compare(_name))
-conv("greater")(_compare("gt"))
-conv("less")(_compare("lt"))
-conv("greater_equal")(_compare("ge"))
-conv("less_equal")(_compare("le"))
-conv("not_equal")(_compare("ne"))
+    converter(_name)(_compare(_name))
+converter("greater")(_compare("gt"))
+converter("less")(_compare("lt"))
+converter("greater_equal")(_compare("ge"))
+converter("less_equal")(_compare("le"))
+converter("not_equal")(_compare("ne"))
 
 
-def _as_bool(cx: Cx, x: Any) -> Value:
+def _as_bool(cx: ConvertContext, x: Any) -> Value:
     if isinstance(x, Value):
         if x.dtype.is_bool:
             return x
@@ -487,7 +487,7 @@ def _as_bool(cx: Cx, x: Any) -> Value:
 
 
 def _logical(ik: str) -> Converter:
-    def fn(cx: Cx, a: dict) -> Any:
+    def fn(cx: ConvertContext, a: dict) -> Any:
         x, y = _as_bool(cx, a["self"]), _as_bool(cx, a["other"])
         r = cx.b.create(f"ik.{ik}", [x, y]).results[0]
         return cx.cast(r, cx.out_dtype)
@@ -495,18 +495,18 @@ def _logical(ik: str) -> Converter:
     return fn
 
 
-conv("logical_and")(_logical("and"))
-conv("logical_or")(_logical("or"))
-conv("logical_xor")(_logical("xor"))
+converter("logical_and")(_logical("and"))
+converter("logical_or")(_logical("or"))
+converter("logical_xor")(_logical("xor"))
 
 
-@conv("logical_not")
-def _logical_not(cx: Cx, a: dict) -> Any:
+@converter("logical_not")
+def _logical_not(cx: ConvertContext, a: dict) -> Any:
     return cx.cast(_not(cx, _as_bool(cx, a["self"])), cx.out_dtype)
 
 
 def _bitwise(ik: str) -> Converter:
-    def fn(cx: Cx, a: dict) -> Any:
+    def fn(cx: ConvertContext, a: dict) -> Any:
         dt = cx.out_dtype
         if dt == DType.bool:
             return _logical(ik)(cx, a)
@@ -518,13 +518,13 @@ def _bitwise(ik: str) -> Converter:
     return fn
 
 
-conv("bitwise_and", "__and__")(_bitwise("and"))
-conv("bitwise_or", "__or__")(_bitwise("or"))
-conv("bitwise_xor", "__xor__")(_bitwise("xor"))
+converter("bitwise_and", "__and__")(_bitwise("and"))
+converter("bitwise_or", "__or__")(_bitwise("or"))
+converter("bitwise_xor", "__xor__")(_bitwise("xor"))
 
 
-@conv("bitwise_not")
-def _bitwise_not(cx: Cx, a: dict) -> Any:
+@converter("bitwise_not")
+def _bitwise_not(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["self"], "input")
     if cx.out_dtype == DType.bool:
         return _not(cx, x)
@@ -532,7 +532,7 @@ def _bitwise_not(cx: Cx, a: dict) -> Any:
 
 
 def _shift(left: bool) -> Converter:
-    def fn(cx: Cx, a: dict) -> Any:
+    def fn(cx: ConvertContext, a: dict) -> Any:
         dt = cx.out_dtype
         if not dt.is_int:
             raise Unsupported(f"bit shift on {dt}")
@@ -544,12 +544,12 @@ def _shift(left: bool) -> Converter:
     return fn
 
 
-conv("bitwise_left_shift", "__lshift__")(_shift(True))
-conv("bitwise_right_shift", "__rshift__")(_shift(False))
+converter("bitwise_left_shift", "__lshift__")(_shift(True))
+converter("bitwise_right_shift", "__rshift__")(_shift(False))
 
 
-@conv("where")
-def _where(cx: Cx, a: dict) -> Any:
+@converter("where")
+def _where(cx: ConvertContext, a: dict) -> Any:
     if a.get("self") is None and a.get("other") is None:
         raise Unsupported("where(condition) with one argument is data-dependent (nonzero)")
     dt = cx.out_dtype
@@ -557,8 +557,8 @@ def _where(cx: Cx, a: dict) -> Any:
     return cx.b.where(c, cx.tensor(a["self"], dt), cx.tensor(a["other"], dt))
 
 
-@conv("masked_fill")
-def _masked_fill(cx: Cx, a: dict) -> Any:
+@converter("masked_fill")
+def _masked_fill(cx: ConvertContext, a: dict) -> Any:
     dt = cx.out_dtype
     x = cx.tensor(a["self"], dt)
     out = cx.b.where(_as_bool(cx, a["mask"]), cx.tensor(a["value"], dt), x)
@@ -570,7 +570,7 @@ def _masked_fill(cx: Cx, a: dict) -> Any:
 
 
 def _reduce(ik: str) -> Converter:
-    def fn(cx: Cx, a: dict) -> Any:
+    def fn(cx: ConvertContext, a: dict) -> Any:
         x = _require(a["self"], "input")
         dt = cx.out_dtype
         axes = _axes(a.get("dim"), x.type.rank)
@@ -586,17 +586,17 @@ def _reduce(ik: str) -> Converter:
     return fn
 
 
-conv("sum")(_reduce("sum"))
-conv("mean")(_reduce("mean"))
-conv("amax")(_reduce("max"))
-conv("amin")(_reduce("min"))
-conv("prod")(_reduce("prod"))
-conv("max.default")(_reduce("max"))
-conv("min.default")(_reduce("min"))
+converter("sum")(_reduce("sum"))
+converter("mean")(_reduce("mean"))
+converter("amax")(_reduce("max"))
+converter("amin")(_reduce("min"))
+converter("prod")(_reduce("prod"))
+converter("max.default")(_reduce("max"))
+converter("min.default")(_reduce("min"))
 
 
 def _max_min_dim(ik: str) -> Converter:
-    def fn(cx: Cx, a: dict) -> Any:
+    def fn(cx: ConvertContext, a: dict) -> Any:
         x = _require(a["self"], "input")
         ax = _axis(a["dim"], x.type.rank)
         keep = bool(a.get("keepdim") or False)
@@ -611,12 +611,12 @@ def _max_min_dim(ik: str) -> Converter:
     return fn
 
 
-conv("max.dim")(_max_min_dim("max"))
-conv("min.dim")(_max_min_dim("min"))
+converter("max.dim")(_max_min_dim("max"))
+converter("min.dim")(_max_min_dim("min"))
 
 
-@conv("argmax", "argmin")
-def _argmax(cx: Cx, a: dict) -> Any:
+@converter("argmax", "argmin")
+def _argmax(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["self"], "input")
     ik = "ik." + _opname(cx)
     if x.dtype.is_bool:
@@ -630,8 +630,8 @@ def _argmax(cx: Cx, a: dict) -> Any:
     return cx.b.create(ik, [x], {"axis": _axis(dim, x.type.rank), "keepdims": keep}).results[0]
 
 
-@conv("any", "all")
-def _any_all(cx: Cx, a: dict) -> Any:
+@converter("any", "all")
+def _any_all(cx: ConvertContext, a: dict) -> Any:
     x = _as_bool(cx, _require(a["self"], "input"))
     if x.type.rank == 0:
         return cx.cast(x, cx.out_dtype)
@@ -645,13 +645,13 @@ def _any_all(cx: Cx, a: dict) -> Any:
     return cx.cast(y, cx.out_dtype)
 
 
-def _count(cx: Cx, x: Value, axes: tuple[int, ...]) -> Dim:
+def _count(cx: ConvertContext, x: Value, axes: tuple[int, ...]) -> Dim:
     ax = axes or tuple(range(x.type.rank))
     return dim_prod(x.shape[i] for i in ax)
 
 
-@conv("var", "std")
-def _var(cx: Cx, a: dict) -> Any:
+@converter("var", "std")
+def _var(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["self"], "input")
     dt = _float_dtype(cx)
     x = cx.cast(x, dt)
@@ -673,8 +673,8 @@ def _var(cx: Cx, a: dict) -> Any:
     return var
 
 
-@conv("logsumexp")
-def _logsumexp(cx: Cx, a: dict) -> Any:
+@converter("logsumexp")
+def _logsumexp(cx: ConvertContext, a: dict) -> Any:
     dt = _float_dtype(cx)
     x = cx.cast(_require(a["self"], "input"), dt)
     if x.type.rank == 0:
@@ -690,8 +690,8 @@ def _logsumexp(cx: Cx, a: dict) -> Any:
     return r if keep else cx.reshape(r, cx.out_shape)
 
 
-@conv("linalg_vector_norm")
-def _vector_norm(cx: Cx, a: dict) -> Any:
+@converter("linalg_vector_norm")
+def _vector_norm(cx: ConvertContext, a: dict) -> Any:
     dt = _float_dtype(cx)
     x = cx.cast(_require(a["self"], "input"), dt)
     if float(a.get("ord", 2)) != 2.0:
@@ -702,7 +702,7 @@ def _vector_norm(cx: Cx, a: dict) -> Any:
 
 
 def _scan(ik: str) -> Converter:
-    def fn(cx: Cx, a: dict) -> Any:
+    def fn(cx: ConvertContext, a: dict) -> Any:
         x = _require(a["self"], "input")
         multi = isinstance(cx.meta, (tuple, list))
         dt = cx.out_type(0).dtype if multi else cx.out_dtype
@@ -732,14 +732,14 @@ def _scan(ik: str) -> Converter:
     return fn
 
 
-conv("cumsum")(_scan("cumsum"))
-conv("cumprod")(_scan("cumprod"))
-conv("cummax")(_scan("cummax"))
-conv("cummin")(_scan("cummin"))
+converter("cumsum")(_scan("cumsum"))
+converter("cumprod")(_scan("cumprod"))
+converter("cummax")(_scan("cummax"))
+converter("cummin")(_scan("cummin"))
 
 
-@conv("logcumsumexp")
-def _logcumsumexp(cx: Cx, a: dict) -> Any:
+@converter("logcumsumexp")
+def _logcumsumexp(cx: ConvertContext, a: dict) -> Any:
     # log(cumsum(exp(x - m))) + m with m the max along the axis (0 where it is not finite).
     dt = _float_dtype(cx)
     x = cx.cast(_require(a["self"], "input"), dt)
@@ -753,22 +753,22 @@ def _logcumsumexp(cx: Cx, a: dict) -> Any:
 
 
 # prims that torch's reference decompositions (torch._refs) leave behind
-@conv("log10")
-def _log10(cx: Cx, a: dict) -> Any:
+@converter("log10")
+def _log10(cx: ConvertContext, a: dict) -> Any:
     dt = _float_dtype(cx)
     x = cx.cast(_require(a["self"], "input"), dt)
     return cx.b.mul(cx.b.log(x), cx.tensor(1.0 / math.log(10.0), dt))
 
 
-@conv("erfc", "special_erfc")
-def _erfc(cx: Cx, a: dict) -> Any:
+@converter("erfc", "special_erfc")
+def _erfc(cx: ConvertContext, a: dict) -> Any:
     dt = _float_dtype(cx)
     x = cx.cast(_require(a["self"], "input"), dt)
     return cx.b.sub(cx.tensor(1.0, dt), cx.b.erf(x))
 
 
-@conv("polygamma", "special_polygamma")
-def _polygamma(cx: Cx, a: dict) -> Any:
+@converter("polygamma", "special_polygamma")
+def _polygamma(cx: ConvertContext, a: dict) -> Any:
     n = int(a["n"])
     if n != 0:
         raise Unsupported(f"polygamma of order {n} (order 0, digamma, is supported)")
@@ -776,8 +776,8 @@ def _polygamma(cx: Cx, a: dict) -> Any:
     return cx.b.digamma(cx.cast(_require(a["self"], "input"), dt))
 
 
-@conv("prelu", "_prelu_kernel")
-def _prelu(cx: Cx, a: dict) -> Any:
+@converter("prelu", "_prelu_kernel")
+def _prelu(cx: ConvertContext, a: dict) -> Any:
     dt = cx.out_dtype
     x = cx.cast(_require(a["self"], "input"), dt)
     w = cx.cast(_require(a["weight"], "weight"), dt)
@@ -788,8 +788,8 @@ def _prelu(cx: Cx, a: dict) -> Any:
     return cx.b.where(cx.b.gt(x, cx.tensor(0.0, dt)), x, cx.b.mul(x, w))
 
 
-@conv("movedim.intlist", "movedim.int", "moveaxis.intlist", "moveaxis.int")
-def _movedim(cx: Cx, a: dict) -> Any:
+@converter("movedim.intlist", "movedim.int", "moveaxis.intlist", "moveaxis.int")
+def _movedim(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["self"], "input")
     r = x.type.rank
     src, dst = a["source"], a["destination"]
@@ -804,13 +804,13 @@ def _movedim(cx: Cx, a: dict) -> Any:
     return x if full == tuple(range(r)) else cx.b.transpose(x, perm=full)
 
 
-@conv("prims.convert_element_type.default")
-def _prims_convert(cx: Cx, a: dict) -> Any:
+@converter("prims.convert_element_type.default")
+def _prims_convert(cx: ConvertContext, a: dict) -> Any:
     return cx.cast(_require(a["a"], "input"), cx.out_dtype)
 
 
-@conv("prims.sum.default", "prims.var.default")
-def _prims_reduce(cx: Cx, a: dict) -> Any:
+@converter("prims.sum.default", "prims.var.default")
+def _prims_reduce(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["inp"], "input")
     dt = cx.out_dtype
     x = cx.cast(x, dt)
@@ -832,8 +832,8 @@ def _prims_reduce(cx: Cx, a: dict) -> Any:
     return cx.b.div(ss, cx.b.sub(nt, cx.tensor(corr, dt)))
 
 
-@conv("prims.broadcast_in_dim.default")
-def _prims_broadcast_in_dim(cx: Cx, a: dict) -> Any:
+@converter("prims.broadcast_in_dim.default")
+def _prims_broadcast_in_dim(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["a"], "input")
     shape = cx.out_shape
     dims = [int(d) for d in a["broadcast_dimensions"]]
@@ -843,23 +843,23 @@ def _prims_broadcast_in_dim(cx: Cx, a: dict) -> Any:
     return cx.broadcast(cx.reshape(x, tuple(inter)), shape)
 
 
-@conv("prims.where.default")
-def _prims_where(cx: Cx, a: dict) -> Any:
+@converter("prims.where.default")
+def _prims_where(cx: ConvertContext, a: dict) -> Any:
     return _where(cx, {"condition": a["pred"], "self": a["a"], "other": a["b"]})
 
 
-@conv("prims.abs.default")
-def _prims_abs(cx: Cx, a: dict) -> Any:
+@converter("prims.abs.default")
+def _prims_abs(cx: ConvertContext, a: dict) -> Any:
     return cx.b.abs(_require(a["self"], "input"))
 
 
-@conv("prims.neg.default")
-def _prims_neg(cx: Cx, a: dict) -> Any:
+@converter("prims.neg.default")
+def _prims_neg(cx: ConvertContext, a: dict) -> Any:
     return cx.b.neg(_require(a["self"], "input"))
 
 
-@conv("prims.signbit.default")
-def _prims_signbit(cx: Cx, a: dict) -> Any:
+@converter("prims.signbit.default")
+def _prims_signbit(cx: ConvertContext, a: dict) -> Any:
     # The sign bit, -0.0 and negative NaNs included: copysign(1, x) < 0 without copysign;
     # 1/x is -inf for -0.0.
     x = _require(a["self"], "input")
@@ -876,8 +876,8 @@ def _prims_signbit(cx: Cx, a: dict) -> Any:
 # softmax and normalisation
 
 
-@conv("_softmax", "softmax", "_safe_softmax", "special_softmax")
-def _softmax(cx: Cx, a: dict) -> Any:
+@converter("_softmax", "softmax", "_safe_softmax", "special_softmax")
+def _softmax(cx: ConvertContext, a: dict) -> Any:
     dt = cx.out_dtype
     x = cx.cast(_require(a["self"], "input"), dt)
     ax = int(a["dim"])
@@ -891,8 +891,8 @@ def _softmax(cx: Cx, a: dict) -> Any:
     return y
 
 
-@conv("_log_softmax", "log_softmax")
-def _log_softmax(cx: Cx, a: dict) -> Any:
+@converter("_log_softmax", "log_softmax")
+def _log_softmax(cx: ConvertContext, a: dict) -> Any:
     dt = cx.out_dtype
     x = cx.cast(_require(a["self"], "input"), dt)
     return cx.b.log_softmax(x, axis=int(a["dim"]))
@@ -902,14 +902,14 @@ def _norm_axis(x: Value, normalized_shape: Sequence[Any]) -> int:
     return x.type.rank - len(normalized_shape)
 
 
-@conv("layer_norm")
-def _layer_norm(cx: Cx, a: dict) -> Any:
+@converter("layer_norm")
+def _layer_norm(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["input"], "input")
     ax = _norm_axis(x, a["normalized_shape"])
     return cx.b.layer_norm(x, a.get("weight"), a.get("bias"), axis=ax, eps=float(a.get("eps", 1e-5)))
 
 
-def _mean_rstd(cx: Cx, x: Value, ax: int, eps: float, out_dtype: DType) -> tuple[Value, Value]:
+def _mean_rstd(cx: ConvertContext, x: Value, ax: int, eps: float, out_dtype: DType) -> tuple[Value, Value]:
     axes = tuple(range(ax, x.type.rank))
     xf = cx.cast(x, out_dtype)
     mean = cx.b.reduce_mean(xf, axes=axes, keepdims=True)
@@ -918,8 +918,8 @@ def _mean_rstd(cx: Cx, x: Value, ax: int, eps: float, out_dtype: DType) -> tuple
     return mean, cx.b.rsqrt(cx.b.add(var, cx.tensor(eps, out_dtype)))
 
 
-@conv("native_layer_norm")
-def _native_layer_norm(cx: Cx, a: dict) -> Any:
+@converter("native_layer_norm")
+def _native_layer_norm(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["input"], "input")
     ax = _norm_axis(x, a["normalized_shape"])
     eps = float(a.get("eps", 1e-5))
@@ -938,8 +938,8 @@ def _rms_eps(x: Value, eps: Any) -> float:
     return float(torch.finfo(ir_dtype_to_torch(x.dtype)).eps)
 
 
-@conv("rms_norm")
-def _rms_norm(cx: Cx, a: dict) -> Any:
+@converter("rms_norm")
+def _rms_norm(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["input"], "input")
     ax = _norm_axis(x, a["normalized_shape"])
     w = a.get("weight")
@@ -951,8 +951,8 @@ def _rms_norm(cx: Cx, a: dict) -> Any:
     return cx.cast(y, cx.out_dtype)
 
 
-@conv("_fused_rms_norm")
-def _fused_rms_norm(cx: Cx, a: dict) -> Any:
+@converter("_fused_rms_norm")
+def _fused_rms_norm(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["input"], "input")
     ax = _norm_axis(x, a["normalized_shape"])
     eps = _rms_eps(x, a.get("eps"))
@@ -968,8 +968,8 @@ def _fused_rms_norm(cx: Cx, a: dict) -> Any:
     return (y, lazy(rstd))
 
 
-@conv("group_norm", "native_group_norm")
-def _group_norm(cx: Cx, a: dict) -> Any:
+@converter("group_norm", "native_group_norm")
+def _group_norm(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["input"], "input")
     g = int(a["group"] if "group" in a else a["num_groups"])
     eps = float(a.get("eps", 1e-5))
@@ -994,9 +994,9 @@ def _unsupported_stat() -> Any:
     raise Unsupported("group norm statistics are not importable")
 
 
-@conv("_native_batch_norm_legit_no_training", "batch_norm", "_native_batch_norm_legit_functional",
+@converter("_native_batch_norm_legit_no_training", "batch_norm", "_native_batch_norm_legit_functional",
       "native_batch_norm")
-def _batch_norm(cx: Cx, a: dict) -> Any:
+def _batch_norm(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["input"], "input")
     if a.get("training"):
         raise Unsupported("batch norm in training mode (uses batch statistics)")
@@ -1022,7 +1022,7 @@ def _batch_norm(cx: Cx, a: dict) -> Any:
 # contractions
 
 
-def _matmul_general(cx: Cx, x: Value, y: Value) -> Value:
+def _matmul_general(cx: ConvertContext, x: Value, y: Value) -> Value:
     rx, ry = x.type.rank, y.type.rank
     if rx == 1 and ry == 1:
         return cx.b.reduce_sum(cx.b.mul(x, y), axes=(0,), keepdims=False)
@@ -1034,16 +1034,16 @@ def _matmul_general(cx: Cx, x: Value, y: Value) -> Value:
     return out
 
 
-@conv("matmul", "mm", "bmm")
-def _matmul(cx: Cx, a: dict) -> Any:
+@converter("matmul", "mm", "bmm")
+def _matmul(cx: ConvertContext, a: dict) -> Any:
     dt = cx.out_dtype
     x = cx.cast(_require(a["self"], "input"), dt)
     y = cx.cast(_require(a.get("other", a.get("mat2")), "other"), dt)
     return _matmul_general(cx, x, y)
 
 
-@conv("linear")
-def _linear(cx: Cx, a: dict) -> Any:
+@converter("linear")
+def _linear(cx: ConvertContext, a: dict) -> Any:
     # Under autocast torch records the reduced dtype as the result: compute in it.
     dt = cx.out_dtype
     x = cx.cast(_require(a["input"], "input"), dt)
@@ -1056,14 +1056,14 @@ def _linear(cx: Cx, a: dict) -> Any:
     return y
 
 
-def _scaled(cx: Cx, v: Value, s: Any) -> Value:
+def _scaled(cx: ConvertContext, v: Value, s: Any) -> Value:
     if s is None or s == 1:
         return v
     return cx.b.mul(v, cx.tensor(s, v.dtype))
 
 
-@conv("addmm", "baddbmm", "addbmm")
-def _addmm(cx: Cx, a: dict) -> Any:
+@converter("addmm", "baddbmm", "addbmm")
+def _addmm(cx: ConvertContext, a: dict) -> Any:
     dt = cx.out_dtype
     x = cx.cast(_require(a.get("mat1", a.get("batch1")), "mat1"), dt)
     y = cx.cast(_require(a.get("mat2", a.get("batch2")), "mat2"), dt)
@@ -1078,8 +1078,8 @@ def _addmm(cx: Cx, a: dict) -> Any:
     return cx.b.add(bias, p)
 
 
-@conv("addmv")
-def _addmv(cx: Cx, a: dict) -> Any:
+@converter("addmv")
+def _addmv(cx: ConvertContext, a: dict) -> Any:
     dt = cx.out_dtype
     p = _matmul_general(cx, cx.cast(_require(a["mat"], "mat"), dt), cx.cast(_require(a["vec"], "vec"), dt))
     p = _scaled(cx, p, a.get("alpha"))
@@ -1088,8 +1088,8 @@ def _addmv(cx: Cx, a: dict) -> Any:
     return cx.b.add(_scaled(cx, cx.tensor(a["self"], dt), a.get("beta")), p)
 
 
-@conv("einsum")
-def _einsum(cx: Cx, a: dict) -> Any:
+@converter("einsum")
+def _einsum(cx: ConvertContext, a: dict) -> Any:
     eq = str(a["equation"]).replace(" ", "")
     ops = list(a["tensors"])
     dt = cx.out_dtype
@@ -1152,7 +1152,7 @@ def _pair(v: Any, n: int) -> tuple[int, ...]:
 # attention
 
 
-def _sdpa(cx: Cx, q: Value, k: Value, v: Value, mask: Any, is_causal: bool, scale: Any,
+def _sdpa(cx: ConvertContext, q: Value, k: Value, v: Value, mask: Any, is_causal: bool, scale: Any,
           enable_gqa: bool) -> Value:
     r = q.type.rank
     if r not in (3, 4) or k.type.rank != r or v.type.rank != r:
@@ -1184,16 +1184,16 @@ def _sdpa(cx: Cx, q: Value, k: Value, v: Value, mask: Any, is_causal: bool, scal
     return out
 
 
-@conv("scaled_dot_product_attention")
-def _sdpa_conv(cx: Cx, a: dict) -> Any:
+@converter("scaled_dot_product_attention")
+def _sdpa_conv(cx: ConvertContext, a: dict) -> Any:
     return _sdpa(cx, _require(a["query"], "query"), _require(a["key"], "key"), _require(a["value"], "value"),
                  a.get("attn_mask"), bool(a.get("is_causal")), a.get("scale"), bool(a.get("enable_gqa")))
 
 
-@conv("_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention",
+@converter("_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention",
       "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
       "_scaled_dot_product_attention_math")
-def _sdpa_internal(cx: Cx, a: dict) -> Any:
+def _sdpa_internal(cx: ConvertContext, a: dict) -> Any:
     mask = a.get("attn_mask", a.get("attn_bias"))
     out = _sdpa(cx, _require(a["query"], "query"), _require(a["key"], "key"), _require(a["value"], "value"),
                 mask, bool(a.get("is_causal")), a.get("scale"), bool(a.get("enable_gqa")))
@@ -1209,15 +1209,15 @@ def _unsupported_lse() -> Any:
 # embedding and indexing
 
 
-@conv("embedding")
-def _embedding(cx: Cx, a: dict) -> Any:
+@converter("embedding")
+def _embedding(cx: ConvertContext, a: dict) -> Any:
     w = _require(a["weight"], "weight")
     idx = _require(a["indices"], "indices")
     return cx.b.gather(w, idx, axis=0)
 
 
-@conv("index_select")
-def _index_select(cx: Cx, a: dict) -> Any:
+@converter("index_select")
+def _index_select(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["self"], "input")
     idx = _require(a["index"], "index")
     ax = _axis(a["dim"], x.type.rank)
@@ -1226,8 +1226,8 @@ def _index_select(cx: Cx, a: dict) -> Any:
     return cx.b.gather(x, idx, axis=ax)
 
 
-@conv("index.Tensor", "_unsafe_index.Tensor")
-def _index(cx: Cx, a: dict) -> Any:
+@converter("index.Tensor", "_unsafe_index.Tensor")
+def _index(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["self"], "input")
     indices = list(a["indices"])
     pos = [i for i, t in enumerate(indices) if t is not None]
@@ -1265,16 +1265,16 @@ def _index(cx: Cx, a: dict) -> Any:
 # shapes
 
 
-@conv("view.default", "reshape", "_unsafe_view", "_reshape_alias", "flatten", "unflatten", "unsqueeze", "ravel",
+@converter("view.default", "reshape", "_unsafe_view", "_reshape_alias", "flatten", "unflatten", "unsqueeze", "ravel",
       "atleast_1d.default", "atleast_2d.default", "atleast_3d.default",
       "squeeze", "view_copy.default", "_reshape_copy", "unsqueeze_copy", "squeeze_copy")
-def _reshape(cx: Cx, a: dict) -> Any:
+def _reshape(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["self"], "input")
     return cx.reshape(x, cx.out_shape)
 
 
-@conv("permute", "permute_copy")
-def _permute(cx: Cx, a: dict) -> Any:
+@converter("permute", "permute_copy")
+def _permute(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["self"], "input")
     r = x.type.rank
     perm = tuple(_axis(d, r) for d in a["dims"])
@@ -1283,8 +1283,8 @@ def _permute(cx: Cx, a: dict) -> Any:
     return cx.b.transpose(x, perm=perm)
 
 
-@conv("transpose", "swapaxes", "swapdims", "transpose_copy")
-def _transpose(cx: Cx, a: dict) -> Any:
+@converter("transpose", "swapaxes", "swapdims", "transpose_copy")
+def _transpose(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["self"], "input")
     r = x.type.rank
     d0 = _axis(a.get("dim0", a.get("axis0")), r)
@@ -1296,8 +1296,8 @@ def _transpose(cx: Cx, a: dict) -> Any:
     return cx.b.transpose(x, perm=tuple(perm))
 
 
-@conv("t", "numpy_T", "mT", "mH", "adjoint", "t_copy", "matrix_H")
-def _t(cx: Cx, a: dict) -> Any:
+@converter("t", "numpy_T", "mT", "mH", "adjoint", "t_copy", "matrix_H")
+def _t(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["self"], "input")
     r = x.type.rank
     if r < 2:
@@ -1309,8 +1309,8 @@ def _t(cx: Cx, a: dict) -> Any:
     return cx.b.transpose(x, perm=perm)
 
 
-@conv("expand", "expand_as", "broadcast_to", "expand_copy")
-def _expand(cx: Cx, a: dict) -> Any:
+@converter("expand", "expand_as", "broadcast_to", "expand_copy")
+def _expand(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["self"], "input")
     return cx.broadcast(x, cx.out_shape)
 
@@ -1329,8 +1329,8 @@ def _norm_index(i: Any, size: Dim) -> Dim:
     raise Unsupported(f"index {i!r}")
 
 
-@conv("slice", "slice_copy")
-def _slice(cx: Cx, a: dict) -> Any:
+@converter("slice", "slice_copy")
+def _slice(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["self"], "input")
     r = x.type.rank
     ax = _axis(a.get("dim", 0), r)
@@ -1356,8 +1356,8 @@ def _slice(cx: Cx, a: dict) -> Any:
     return cx.b.slice(x, start=tuple(starts), limit=tuple(limits), step=tuple(steps))
 
 
-@conv("narrow", "narrow_copy")
-def _narrow(cx: Cx, a: dict) -> Any:
+@converter("narrow", "narrow_copy")
+def _narrow(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["self"], "input")
     r = x.type.rank
     ax = _axis(a["dim"], r)
@@ -1369,8 +1369,8 @@ def _narrow(cx: Cx, a: dict) -> Any:
     return cx.b.slice(x, start=tuple(starts), limit=tuple(limits))
 
 
-@conv("select", "select_copy")
-def _select(cx: Cx, a: dict) -> Any:
+@converter("select", "select_copy")
+def _select(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["self"], "input")
     r = x.type.rank
     ax = _axis(a["dim"], r)
@@ -1388,7 +1388,7 @@ def _select(cx: Cx, a: dict) -> Any:
     return cx.reshape(s, cx.out_shape)
 
 
-def _split_out(cx: Cx, x: Value, ax: int) -> list[Value]:
+def _split_out(cx: ConvertContext, x: Value, ax: int) -> list[Value]:
     metas = cx.meta
     sizes = tuple(cx.imp.size_dim(m.shape[ax]) for m in metas)
     if len(sizes) == 1:
@@ -1396,16 +1396,16 @@ def _split_out(cx: Cx, x: Value, ax: int) -> list[Value]:
     return list(cx.b.split(x, axis=ax, sizes=sizes))
 
 
-@conv("split", "split_with_sizes", "chunk", "tensor_split", "split_copy", "split_with_sizes_copy", "unsafe_chunk",
+@converter("split", "split_with_sizes", "chunk", "tensor_split", "split_copy", "split_with_sizes_copy", "unsafe_chunk",
       "unsafe_split", "unsafe_split_with_sizes")
-def _split(cx: Cx, a: dict) -> Any:
+def _split(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["self"], "input")
     ax = _axis(a.get("dim", 0), x.type.rank)
     return tuple(_split_out(cx, x, ax))
 
 
-@conv("unbind", "unbind_copy")
-def _unbind(cx: Cx, a: dict) -> Any:
+@converter("unbind", "unbind_copy")
+def _unbind(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["self"], "input")
     ax = _axis(a.get("dim", 0), x.type.rank)
     n = _static(x.shape[ax], "unbind size")
@@ -1413,8 +1413,8 @@ def _unbind(cx: Cx, a: dict) -> Any:
     return tuple(cx.reshape(p, cx.imp.meta_type(m).shape) for p, m in zip(parts, cx.meta))
 
 
-@conv("cat", "concat", "concatenate")
-def _cat(cx: Cx, a: dict) -> Any:
+@converter("cat", "concat", "concatenate")
+def _cat(cx: ConvertContext, a: dict) -> Any:
     dt = cx.out_dtype
     out = cx.out_type()
     ts = [t for t in a["tensors"] if isinstance(t, Value)]
@@ -1426,8 +1426,8 @@ def _cat(cx: Cx, a: dict) -> Any:
     return cx.b.concat(*ts, axis=_axis(a.get("dim", 0), out.rank))
 
 
-@conv("stack")
-def _stack(cx: Cx, a: dict) -> Any:
+@converter("stack")
+def _stack(cx: ConvertContext, a: dict) -> Any:
     dt = cx.out_dtype
     out = cx.out_type()
     ax = _axis(a.get("dim", 0), out.rank)
@@ -1438,7 +1438,7 @@ def _stack(cx: Cx, a: dict) -> Any:
     return cx.b.concat(*ts, axis=ax)
 
 
-def _tri(cx: Cx, a: dict, lower: bool) -> Value:
+def _tri(cx: ConvertContext, a: dict, lower: bool) -> Value:
     x = _require(a["self"], "input")
     d = int(a.get("diagonal") or 0)
     r, c = x.shape[-2], x.shape[-1]
@@ -1450,18 +1450,18 @@ def _tri(cx: Cx, a: dict, lower: bool) -> Value:
     return cx.b.where(keep, x, zero)
 
 
-@conv("tril")
-def _tril(cx: Cx, a: dict) -> Any:
+@converter("tril")
+def _tril(cx: ConvertContext, a: dict) -> Any:
     return _tri(cx, a, True)
 
 
-@conv("triu")
-def _triu(cx: Cx, a: dict) -> Any:
+@converter("triu")
+def _triu(cx: ConvertContext, a: dict) -> Any:
     return _tri(cx, a, False)
 
 
-@conv("repeat")
-def _repeat(cx: Cx, a: dict) -> Any:
+@converter("repeat")
+def _repeat(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["self"], "input")
     reps = [cx.dim(r) for r in a["repeats"]]
     shape = (1,) * (len(reps) - x.type.rank) + x.shape
@@ -1477,8 +1477,8 @@ def _repeat(cx: Cx, a: dict) -> Any:
     return x
 
 
-@conv("repeat_interleave.self_int")
-def _repeat_interleave(cx: Cx, a: dict) -> Any:
+@converter("repeat_interleave.self_int")
+def _repeat_interleave(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["self"], "input")
     rep = cx.dim(a["repeats"])
     dim = a.get("dim")
@@ -1492,8 +1492,8 @@ def _repeat_interleave(cx: Cx, a: dict) -> Any:
     return cx.reshape(y, cx.out_shape)
 
 
-@conv("tile")
-def _tile(cx: Cx, a: dict) -> Any:
+@converter("tile")
+def _tile(cx: ConvertContext, a: dict) -> Any:
     return _repeat(cx, {"self": a["self"], "repeats": list(a["dims"])})
 
 
@@ -1501,52 +1501,52 @@ def _tile(cx: Cx, a: dict) -> Any:
 # creation
 
 
-def _fill_value(cx: Cx, a: dict, default: Any) -> Any:
+def _fill_value(cx: ConvertContext, a: dict, default: Any) -> Any:
     v = a.get("fill_value", default)
     return default if v is None else v
 
 
-@conv("full", "new_full", "full_like")
-def _full(cx: Cx, a: dict) -> Any:
+@converter("full", "new_full", "full_like")
+def _full(cx: ConvertContext, a: dict) -> Any:
     out = cx.out_type()
     return cx.splat(_fill_value(cx, a, 0), out.dtype, out.shape)
 
 
-@conv("zeros", "new_zeros", "zeros_like", "empty", "new_empty", "empty_like", "empty_strided",
+@converter("zeros", "new_zeros", "zeros_like", "empty", "new_empty", "empty_like", "empty_strided",
       "new_empty_strided", "empty_permuted")
-def _zeros(cx: Cx, a: dict) -> Any:
+def _zeros(cx: ConvertContext, a: dict) -> Any:
     # `empty` is uninitialised in torch; functional graphs overwrite it before use, zeros are safe.
     out = cx.out_type()
     return cx.splat(0, out.dtype, out.shape)
 
 
-@conv("ones", "new_ones", "ones_like")
-def _ones(cx: Cx, a: dict) -> Any:
+@converter("ones", "new_ones", "ones_like")
+def _ones(cx: ConvertContext, a: dict) -> Any:
     out = cx.out_type()
     return cx.splat(1, out.dtype, out.shape)
 
 
-@conv("fill")
-def _fill(cx: Cx, a: dict) -> Any:
+@converter("fill")
+def _fill(cx: ConvertContext, a: dict) -> Any:
     out = cx.out_type()
     return cx.splat(a["value"], out.dtype, out.shape)
 
 
-@conv("scalar_tensor")
-def _scalar_tensor(cx: Cx, a: dict) -> Any:
+@converter("scalar_tensor")
+def _scalar_tensor(cx: ConvertContext, a: dict) -> Any:
     return cx.tensor(a["s"], cx.out_dtype)
 
 
-@conv("eye", "eye.m")
-def _eye(cx: Cx, a: dict) -> Any:
+@converter("eye", "eye.m")
+def _eye(cx: ConvertContext, a: dict) -> Any:
     out = cx.out_type()
     rows = cx.b.iota(shape=out.shape, axis=0, dtype=DType.i64)
     cols = cx.b.iota(shape=out.shape, axis=1, dtype=DType.i64)
     return cx.cast(cx.b.eq(rows, cols), out.dtype)
 
 
-@conv("arange")
-def _arange(cx: Cx, a: dict) -> Any:
+@converter("arange")
+def _arange(cx: ConvertContext, a: dict) -> Any:
     out = cx.out_type()
     if "start" in a and a.get("start") is not None:
         start, step = a["start"], a.get("step", 1)
@@ -1576,16 +1576,16 @@ def _arange(cx: Cx, a: dict) -> Any:
 # higher-order ops: regions whose body is inlined
 
 
-@conv("higher_order.wrap_with_set_grad_enabled")
-def _wrap_grad(cx: Cx, a: dict) -> Any:
+@converter("higher_order.wrap_with_set_grad_enabled")
+def _wrap_grad(cx: ConvertContext, a: dict) -> Any:
     gm = a["arg1"]
     inputs = [a[f"arg{i}"] for i in range(2, len([k for k in a if k.startswith("arg")]))]
     out = cx.imp.inline(gm, inputs)
     return tuple(out) if isinstance(out, (list, tuple)) else out
 
 
-@conv("higher_order.wrap_with_autocast")
-def _wrap_autocast(cx: Cx, a: dict) -> Any:
+@converter("higher_order.wrap_with_autocast")
+def _wrap_autocast(cx: ConvertContext, a: dict) -> Any:
     # args: device_type, dtype, enabled, cache_enabled, body, *inputs.  torch recorded
     # each inner op's dtype under autocast in its metadata; the converters follow it.
     gm = a["arg4"]
@@ -1594,12 +1594,12 @@ def _wrap_autocast(cx: Cx, a: dict) -> Any:
     return tuple(out) if isinstance(out, (list, tuple)) else out
 
 
-@conv("operator.getitem")
-def _getitem(cx: Cx, a: dict) -> Any:
+@converter("operator.getitem")
+def _getitem(cx: ConvertContext, a: dict) -> Any:
     seq, i = a["arg0"], a["arg1"]
     if isinstance(seq, (list, tuple)):
         return _force(seq[i])
     raise Unsupported(f"indexing a {type(seq).__name__}")
 
 
-__all__ = ["CONVERTERS", "conv"]
+__all__ = ["CONVERTERS", "aten_key", "converter"]

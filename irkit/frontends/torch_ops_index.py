@@ -1,7 +1,7 @@
 """ATen -> irkit converters for indexing, scatter, sorting and reordering ops.
 
 Design note.  These converters register in the same table as
-:mod:`irkit.frontends.torch_ops` (with its ``conv`` decorator) and map torch's
+:mod:`irkit.frontends.torch_ops` (with its ``converter`` decorator) and map torch's
 index ops onto the IR's ``ik.gather_elements`` / ``ik.scatter_elements`` /
 ``ik.scatter_nd`` / ``ik.sort`` / ``ik.topk`` / ``ik.reverse`` (issue 14's op
 set).  torch and the IR agree on negative indices (they wrap); where torch
@@ -17,17 +17,17 @@ from typing import Any
 
 import numpy as np
 
-from irkit.frontends.torch_cx import Cx, DataDependent, Unsupported, lazy
-from irkit.frontends.torch_ops import _axis, _opname, _require, _static, conv
+from irkit.frontends.torch_cx import ConvertContext, DataDependent, Unsupported, lazy
+from irkit.frontends.torch_ops import _axis, _opname, _require, _static, converter
 from irkit.ir.core import Value
 from irkit.ir.types import Dim, DType, dim_prod
 
 
-def _i64(cx: Cx, v: Value) -> Value:
+def _i64(cx: ConvertContext, v: Value) -> Value:
     return cx.cast(v, DType.i64)
 
 
-def _slice_to(cx: Cx, x: Value, shape: tuple[Dim, ...], skip: int | None = None) -> Value:
+def _slice_to(cx: ConvertContext, x: Value, shape: tuple[Dim, ...], skip: int | None = None) -> Value:
     """``x[:shape[0], :shape[1], ...]`` (dim ``skip`` kept whole)."""
     limit = tuple(x.shape[i] if i == skip else shape[i] for i in range(len(shape)))
     if limit == x.shape:
@@ -35,7 +35,7 @@ def _slice_to(cx: Cx, x: Value, shape: tuple[Dim, ...], skip: int | None = None)
     return cx.b.slice(x, start=(0,) * len(shape), limit=limit)
 
 
-def _coords(cx: Cx, idx: Value, ax: int) -> Value:
+def _coords(cx: ConvertContext, idx: Value, ax: int) -> Value:
     """Full coordinates (``idx.shape + (rank,)``) for an elementwise index on ``ax``."""
     r = idx.type.rank
     cols = []
@@ -49,8 +49,8 @@ def _coords(cx: Cx, idx: Value, ax: int) -> Value:
 # gather / scatter
 
 
-@conv("gather", "take_along_dim")
-def _gather(cx: Cx, a: dict) -> Any:
+@converter("gather", "take_along_dim")
+def _gather(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["self"], "input")
     idx = _require(a.get("index", a.get("indices")), "index")
     if x.type.rank == 0:
@@ -87,7 +87,7 @@ def _identity(dt: DType, red: str) -> Any:
     return v
 
 
-def _scatter_into(cx: Cx, x: Value, ax: int, idx: Value, upd: Value, red: str) -> Value:
+def _scatter_into(cx: ConvertContext, x: Value, ax: int, idx: Value, upd: Value, red: str) -> Value:
     """ONNX ScatterElements of ``upd`` at ``idx`` (shapes equal) into ``x`` along ``ax``;
     full coordinates through ``ik.scatter_nd`` when ``idx`` is smaller than ``x``."""
     if any(idx.shape[i] != x.shape[i] for i in range(x.type.rank) if i != ax):
@@ -95,8 +95,8 @@ def _scatter_into(cx: Cx, x: Value, ax: int, idx: Value, upd: Value, red: str) -
     return cx.b.scatter_elements(x, idx, upd, axis=ax, reduction=red)
 
 
-@conv("scatter", "scatter_add")
-def _scatter(cx: Cx, a: dict) -> Any:
+@converter("scatter", "scatter_add")
+def _scatter(cx: ConvertContext, a: dict) -> Any:
     dt = cx.out_dtype
     x = cx.cast(_require(a["self"], "input"), dt)
     idx = _require(a["index"], "index")
@@ -121,8 +121,8 @@ def _scatter(cx: Cx, a: dict) -> Any:
     return cx.reshape(out, cx.out_shape)
 
 
-@conv("scatter_reduce.two")
-def _scatter_reduce(cx: Cx, a: dict) -> Any:
+@converter("scatter_reduce.two")
+def _scatter_reduce(cx: ConvertContext, a: dict) -> Any:
     dt = cx.out_dtype
     x = cx.cast(_require(a["self"], "input"), dt)
     idx = _require(a["index"], "index")
@@ -154,8 +154,8 @@ def _scatter_reduce(cx: Cx, a: dict) -> Any:
     return cx.reshape(out, cx.out_shape)
 
 
-@conv("index_reduce")
-def _index_reduce(cx: Cx, a: dict) -> Any:
+@converter("index_reduce")
+def _index_reduce(cx: ConvertContext, a: dict) -> Any:
     # index_reduce along dim == scatter_reduce with the index laid along that dim of source.
     x = _require(a["self"], "input")
     src = _require(a["source"], "source")
@@ -171,8 +171,8 @@ def _index_reduce(cx: Cx, a: dict) -> Any:
                                 "include_self": a.get("include_self", True)})
 
 
-@conv("diagonal_scatter")
-def _diagonal_scatter(cx: Cx, a: dict) -> Any:
+@converter("diagonal_scatter")
+def _diagonal_scatter(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["self"], "input")
     src = cx.cast(_require(a["src"], "src"), x.dtype)
     r = x.type.rank
@@ -203,7 +203,7 @@ def _diagonal_scatter(cx: Cx, a: dict) -> Any:
     return cx.b.where(cx.broadcast(m, x.shape), spread, x)
 
 
-def _broadcast_indices(cx: Cx, x: Value, indices: list[Any]) -> tuple[list[int], list[Value]]:
+def _broadcast_indices(cx: ConvertContext, x: Value, indices: list[Any]) -> tuple[list[int], list[Value]]:
     """The positions and i64 values of the tensor indices of ``x[indices]``, broadcast together."""
     pos = [i for i, t in enumerate(indices) if t is not None]
     ts = []
@@ -235,8 +235,8 @@ def _broadcast_shape(x: tuple[Dim, ...], y: tuple[Dim, ...]) -> tuple[Dim, ...]:
     return tuple(out)
 
 
-@conv("index_put", "_unsafe_index_put", "index_put_")
-def _index_put(cx: Cx, a: dict) -> Any:
+@converter("index_put", "_unsafe_index_put", "index_put_")
+def _index_put(cx: ConvertContext, a: dict) -> Any:
     dt = cx.out_dtype
     x = cx.cast(_require(a["self"], "input"), dt)
     indices = list(a["indices"]) + [None] * (x.type.rank - len(a["indices"]))
@@ -274,7 +274,7 @@ def _index_put(cx: Cx, a: dict) -> Any:
     return out
 
 
-def _mask_put(cx: Cx, x: Value, mask: Value, vals: Any, acc: bool) -> Value:
+def _mask_put(cx: ConvertContext, x: Value, mask: Value, vals: Any, acc: bool) -> Value:
     """``x[mask] = vals`` (or ``+=``): the k-th True row takes the k-th row of ``vals``
     (a running count of the mask numbers the rows), or ``vals`` broadcast when it has one row."""
     dt = x.dtype
@@ -294,7 +294,7 @@ def _mask_put(cx: Cx, x: Value, mask: Value, vals: Any, acc: bool) -> Value:
     return cx.b.where(mb, cx.b.add(x, rows) if acc else rows, x)
 
 
-def _index_dim(cx: Cx, a: dict, values: Any, acc: bool) -> Value:
+def _index_dim(cx: ConvertContext, a: dict, values: Any, acc: bool) -> Value:
     """``x[..., index, ...] = values`` (or ``+=``) on dim ``a["dim"]``."""
     x = _require(a["self"], "input")
     idx = _require(a["index"], "index")
@@ -308,13 +308,13 @@ def _index_dim(cx: Cx, a: dict, values: Any, acc: bool) -> Value:
     return _index_put(cx, {"self": x, "indices": [None] * ax + [idx], "values": values, "accumulate": acc})
 
 
-@conv("index_copy")
-def _index_copy(cx: Cx, a: dict) -> Any:
+@converter("index_copy")
+def _index_copy(cx: ConvertContext, a: dict) -> Any:
     return _index_dim(cx, a, a["source"], False)
 
 
-@conv("index_add")
-def _index_add(cx: Cx, a: dict) -> Any:
+@converter("index_add")
+def _index_add(cx: ConvertContext, a: dict) -> Any:
     src = a["source"]
     alpha = a.get("alpha")
     if alpha is not None and alpha != 1:
@@ -322,13 +322,13 @@ def _index_add(cx: Cx, a: dict) -> Any:
     return _index_dim(cx, a, src, True)
 
 
-@conv("index_fill")
-def _index_fill(cx: Cx, a: dict) -> Any:
+@converter("index_fill")
+def _index_fill(cx: ConvertContext, a: dict) -> Any:
     return _index_dim(cx, a, a["value"], False)
 
 
-@conv("masked_scatter")
-def _masked_scatter(cx: Cx, a: dict) -> Any:
+@converter("masked_scatter")
+def _masked_scatter(cx: ConvertContext, a: dict) -> Any:
     # The k-th True of the (broadcast) mask, in row-major order, takes source's k-th element:
     # a running count of the mask gives each position its source index.
     dt = cx.out_dtype
@@ -347,7 +347,7 @@ def _masked_scatter(cx: Cx, a: dict) -> Any:
     return cx.b.where(mask, picked, x)
 
 
-def _scatter_slice(cx: Cx, x: Value, src: Value, ax: int, start: Dim, step: int) -> Value:
+def _scatter_slice(cx: ConvertContext, x: Value, src: Value, ax: int, start: Dim, step: int) -> Value:
     """``x`` with positions ``start, start+step, ...`` on ``ax`` replaced by ``src``."""
     src = cx.cast(src, x.dtype)
     n = src.shape[ax]
@@ -360,8 +360,8 @@ def _scatter_slice(cx: Cx, x: Value, src: Value, ax: int, start: Dim, step: int)
     return _scatter_into(cx, x, ax, idx, src, "none")
 
 
-@conv("slice_scatter")
-def _slice_scatter(cx: Cx, a: dict) -> Any:
+@converter("slice_scatter")
+def _slice_scatter(cx: ConvertContext, a: dict) -> Any:
     from irkit.frontends.torch_ops import _norm_index
 
     x = _require(a["self"], "input")
@@ -371,8 +371,8 @@ def _slice_scatter(cx: Cx, a: dict) -> Any:
     return _scatter_slice(cx, x, _require(a["src"], "src"), ax, start, int(a.get("step") or 1))
 
 
-@conv("select_scatter")
-def _select_scatter(cx: Cx, a: dict) -> Any:
+@converter("select_scatter")
+def _select_scatter(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["self"], "input")
     ax = _axis(a["dim"], x.type.rank)
     i = int(a["index"])
@@ -387,8 +387,8 @@ def _select_scatter(cx: Cx, a: dict) -> Any:
 # reordering
 
 
-@conv("flip", "fliplr", "flipud")
-def _flip(cx: Cx, a: dict) -> Any:
+@converter("flip", "fliplr", "flipud")
+def _flip(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["self"], "input")
     name = _opname(cx)
     dims = a.get("dims") if name == "flip" else ([1] if name == "fliplr" else [0])
@@ -398,8 +398,8 @@ def _flip(cx: Cx, a: dict) -> Any:
     return cx.b.reverse(x, axes=axes)
 
 
-@conv("roll")
-def _roll(cx: Cx, a: dict) -> Any:
+@converter("roll")
+def _roll(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["self"], "input")
     shifts = [int(s) for s in (a["shifts"] if isinstance(a["shifts"], (list, tuple)) else [a["shifts"]])]
     dims = a.get("dims") or []
@@ -412,7 +412,7 @@ def _roll(cx: Cx, a: dict) -> Any:
     return x
 
 
-def _roll1(cx: Cx, x: Value, shift: int, ax: int) -> Value:
+def _roll1(cx: ConvertContext, x: Value, shift: int, ax: int) -> Value:
     n = _static(x.shape[ax], "rolled size")
     if n == 0:
         return x
@@ -423,8 +423,8 @@ def _roll1(cx: Cx, x: Value, shift: int, ax: int) -> Value:
     return cx.b.concat(head, tail, axis=ax)
 
 
-@conv("diff")
-def _diff(cx: Cx, a: dict) -> Any:
+@converter("diff")
+def _diff(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["self"], "input")
     ax = _axis(a.get("dim", -1), x.type.rank)
     parts = [p for p in (a.get("prepend"), x, a.get("append")) if p is not None]
@@ -449,8 +449,8 @@ def _diff(cx: Cx, a: dict) -> Any:
 # sorting
 
 
-@conv("sort", "sort.stable", "argsort", "argsort.stable", "msort")
-def _sort(cx: Cx, a: dict) -> Any:
+@converter("sort", "sort.stable", "argsort", "argsort.stable", "msort")
+def _sort(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["self"], "input")
     name = _opname(cx)
     if x.type.rank == 0:
@@ -468,8 +468,8 @@ def _sort(cx: Cx, a: dict) -> Any:
     return (vals, idx)
 
 
-@conv("topk")
-def _topk(cx: Cx, a: dict) -> Any:
+@converter("topk")
+def _topk(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["self"], "input")
     k = int(a["k"])
     if x.type.rank == 0:
@@ -479,7 +479,7 @@ def _topk(cx: Cx, a: dict) -> Any:
     return (vals, idx)
 
 
-def _kth(cx: Cx, x: Value, ax: int, k: int, keep: bool) -> tuple[Value, Any]:
+def _kth(cx: ConvertContext, x: Value, ax: int, k: int, keep: bool) -> tuple[Value, Any]:
     """The k-th smallest along ``ax`` (0-based) and its index."""
     vals, idx = cx.b.sort(x, axis=ax)
     r = x.type.rank
@@ -491,8 +491,8 @@ def _kth(cx: Cx, x: Value, ax: int, k: int, keep: bool) -> tuple[Value, Any]:
     return v, lazy(lambda: cx.reshape(cx.b.slice(idx, start=start, limit=limit), out_shape))
 
 
-@conv("kthvalue")
-def _kthvalue(cx: Cx, a: dict) -> Any:
+@converter("kthvalue")
+def _kthvalue(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["self"], "input")
     if x.type.rank == 0:
         return (x, cx.splat(0, DType.i64, ()))
@@ -500,8 +500,8 @@ def _kthvalue(cx: Cx, a: dict) -> Any:
     return _kth(cx, x, ax, int(a["k"]) - 1, bool(a.get("keepdim")))
 
 
-@conv("median", "nanmedian")
-def _median(cx: Cx, a: dict) -> Any:
+@converter("median", "nanmedian")
+def _median(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["self"], "input")
     if _opname(cx) == "nanmedian" and x.dtype.is_float:
         raise Unsupported("nanmedian (the median's position depends on the NaN count)")
@@ -528,8 +528,8 @@ def _unsupported(what: str) -> Any:
     raise Unsupported(what)
 
 
-@conv("searchsorted.Tensor", "bucketize.Tensor")
-def _searchsorted(cx: Cx, a: dict) -> Any:
+@converter("searchsorted.Tensor", "bucketize.Tensor")
+def _searchsorted(cx: ConvertContext, a: dict) -> Any:
     # The insertion point of v is how many boundaries lie before it: a compare
     # against every boundary and a sum, exact for any sizes.
     name = _opname(cx)
@@ -557,8 +557,8 @@ def _searchsorted(cx: Cx, a: dict) -> Any:
     return cx.cast(out, cx.out_dtype)
 
 
-@conv("searchsorted.Scalar")
-def _searchsorted_scalar(cx: Cx, a: dict) -> Any:
+@converter("searchsorted.Scalar")
+def _searchsorted_scalar(cx: ConvertContext, a: dict) -> Any:
     return _searchsorted(cx, a)
 
 
@@ -566,8 +566,8 @@ def _searchsorted_scalar(cx: Cx, a: dict) -> Any:
 # views and data-dependent ops
 
 
-@conv("diagonal", "diagonal_copy", "linalg_diagonal")
-def _diagonal(cx: Cx, a: dict) -> Any:
+@converter("diagonal", "diagonal_copy", "linalg_diagonal")
+def _diagonal(cx: ConvertContext, a: dict) -> Any:
     x = _require(a.get("self", a.get("A")), "input")
     r = x.type.rank
     lin = _opname(cx) == "linalg_diagonal"
@@ -584,8 +584,8 @@ def _diagonal(cx: Cx, a: dict) -> Any:
     return cx.b.gather(flat, cx.b.constant(lin), axis=len(rest))
 
 
-@conv("as_strided", "as_strided_copy")
-def _as_strided(cx: Cx, a: dict) -> Any:
+@converter("as_strided", "as_strided_copy")
+def _as_strided(cx: ConvertContext, a: dict) -> Any:
     # On the contiguous tensor the graph holds, a strided view is a gather of
     # constant flat positions.
     x = _require(a["self"], "input")
@@ -604,14 +604,14 @@ def _as_strided(cx: Cx, a: dict) -> Any:
     return cx.b.gather(flat, cx.b.constant(pos), axis=0)
 
 
-@conv("broadcast_tensors")
-def _broadcast_tensors(cx: Cx, a: dict) -> Any:
+@converter("broadcast_tensors")
+def _broadcast_tensors(cx: ConvertContext, a: dict) -> Any:
     ts = [_require(t, "tensor") for t in a["tensors"]]
     return tuple(cx.broadcast(t, cx.out_type(i).shape) for i, t in enumerate(ts))
 
 
-@conv("histc")
-def _histc(cx: Cx, a: dict) -> Any:
+@converter("histc")
+def _histc(cx: ConvertContext, a: dict) -> Any:
     # Bin i counts lo + i*w <= x < lo + (i+1)*w (the last bin includes hi); values outside
     # [lo, hi] are ignored.  A one-hot compare against every bin and a sum: static size.
     x = _require(a["self"], "input")
@@ -639,12 +639,12 @@ def _histc(cx: Cx, a: dict) -> Any:
     return cx.cast(cx.b.reduce_sum(cx.cast(onehot, dt), axes=(0,), keepdims=False), cx.out_dtype)
 
 
-def _and2(cx: Cx, x: Value, y: Value) -> Value:
+def _and2(cx: ConvertContext, x: Value, y: Value) -> Value:
     return cx.b.create("ik.and", [x, y]).results[0]
 
 
-@conv("meshgrid", "meshgrid.indexing")
-def _meshgrid(cx: Cx, a: dict) -> Any:
+@converter("meshgrid", "meshgrid.indexing")
+def _meshgrid(cx: ConvertContext, a: dict) -> Any:
     ts = [_require(t, "tensor") for t in a["tensors"]]
     xy = a.get("indexing") == "xy" and len(ts) >= 2
     out = []
@@ -658,9 +658,9 @@ def _meshgrid(cx: Cx, a: dict) -> Any:
     return tuple(out)
 
 
-@conv("nonzero", "argwhere", "masked_select", "_unique", "_unique2",
+@converter("nonzero", "argwhere", "masked_select", "_unique", "_unique2",
       "unique_dim", "unique_consecutive", "nonzero_numpy", "_local_scalar_dense", "item")
-def _data_dependent(cx: Cx, a: dict) -> Any:
+def _data_dependent(cx: ConvertContext, a: dict) -> Any:
     name = _opname(cx)
     if name in ("_local_scalar_dense", "item"):
         raise DataDependent("a tensor read back as a Python number (.item()) makes later sizes or "

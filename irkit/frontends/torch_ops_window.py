@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from irkit.frontends.torch_cx import Cx, Unsupported, lazy
-from irkit.frontends.torch_ops import _opname, _pair, _require, _static, conv
+from irkit.frontends.torch_cx import ConvertContext, Unsupported, lazy
+from irkit.frontends.torch_ops import _opname, _pair, _require, _static, converter
 from irkit.ir.core import Value
 from irkit.ir.types import DType
 
@@ -33,7 +33,7 @@ def _ints(v: Any, n: int, default: int) -> tuple[int, ...]:
 # convolution
 
 
-def conv_nd(cx: Cx, x: Value, w: Value, bias: Any, stride: Any, padding: Any, dilation: Any, groups: int,
+def conv_nd(cx: ConvertContext, x: Value, w: Value, bias: Any, stride: Any, padding: Any, dilation: Any, groups: int,
             transposed: bool = False, output_padding: Any = 0) -> Value:
     """torch's convolution (1-3 spatial dims, batched or not, transposed or not)."""
     dt = cx.out_dtype
@@ -84,21 +84,21 @@ def conv_nd(cx: Cx, x: Value, w: Value, bias: Any, stride: Any, padding: Any, di
     return cx.reshape(y, cx.out_shape)
 
 
-@conv("convolution", "_convolution", "convolution_overrideable")
-def _convolution(cx: Cx, a: dict) -> Any:
+@converter("convolution", "_convolution", "convolution_overrideable")
+def _convolution(cx: ConvertContext, a: dict) -> Any:
     return conv_nd(cx, _require(a["input"], "input"), _require(a["weight"], "weight"), a.get("bias"),
                    a["stride"], a["padding"], a["dilation"], int(a["groups"]), bool(a.get("transposed")),
                    a.get("output_padding", 0))
 
 
-@conv("conv1d", "conv2d", "conv3d", "conv1d.padding", "conv2d.padding", "conv3d.padding")
-def _conv(cx: Cx, a: dict) -> Any:
+@converter("conv1d", "conv2d", "conv3d", "conv1d.padding", "conv2d.padding", "conv3d.padding")
+def _conv(cx: ConvertContext, a: dict) -> Any:
     return conv_nd(cx, _require(a["input"], "input"), _require(a["weight"], "weight"), a.get("bias"),
                    a.get("stride", 1), a.get("padding", 0), a.get("dilation", 1), int(a.get("groups", 1)))
 
 
-@conv("conv_transpose1d", "conv_transpose2d.input", "conv_transpose3d.input")
-def _conv_transpose(cx: Cx, a: dict) -> Any:
+@converter("conv_transpose1d", "conv_transpose2d.input", "conv_transpose3d.input")
+def _conv_transpose(cx: ConvertContext, a: dict) -> Any:
     return conv_nd(cx, _require(a["input"], "input"), _require(a["weight"], "weight"), a.get("bias"),
                    a.get("stride", 1), a.get("padding", 0), a.get("dilation", 1), int(a.get("groups", 1)),
                    True, a.get("output_padding", 0))
@@ -108,7 +108,7 @@ def _conv_transpose(cx: Cx, a: dict) -> Any:
 # pooling
 
 
-def _window_pads(cx: Cx, x: Value, nd: int, k: tuple[int, ...], st: tuple[int, ...], pad: tuple[int, ...],
+def _window_pads(cx: ConvertContext, x: Value, nd: int, k: tuple[int, ...], st: tuple[int, ...], pad: tuple[int, ...],
                  dl: tuple[int, ...]) -> tuple[int, ...]:
     """Before and after pads of every dim (after-pads grown for ceil mode to torch's output size)."""
     lead = x.type.rank - nd
@@ -131,7 +131,7 @@ def _pool_args(a: dict, nd: int) -> tuple[tuple[int, ...], ...]:
     return k, st, pad, dl
 
 
-def _nd(cx: Cx) -> int:
+def _nd(cx: ConvertContext) -> int:
     name = _opname(cx)
     for n in (1, 2, 3):
         if f"{n}d" in name:
@@ -139,9 +139,9 @@ def _nd(cx: Cx) -> int:
     raise Unsupported(f"pool {name}")
 
 
-@conv("max_pool1d", "max_pool2d", "max_pool3d", "max_pool2d_with_indices", "max_pool3d_with_indices",
+@converter("max_pool1d", "max_pool2d", "max_pool3d", "max_pool2d_with_indices", "max_pool3d_with_indices",
       "max_pool1d_with_indices")
-def _max_pool(cx: Cx, a: dict) -> Any:
+def _max_pool(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["self"], "input")
     nd = _nd(cx)
     k, st, pad, dl = _pool_args(a, nd)
@@ -160,7 +160,7 @@ def _no_indices() -> Any:
     raise Unsupported("max pooling's indices output with uneven adaptive windows")
 
 
-def _pool_indices(cx: Cx, x: Value, nd: int, k: tuple[int, ...], st: tuple[int, ...], pads: tuple[int, ...],
+def _pool_indices(cx: ConvertContext, x: Value, nd: int, k: tuple[int, ...], st: tuple[int, ...], pads: tuple[int, ...],
                   dl: tuple[int, ...]) -> Value:
     """torch's max-pool indices (flat positions in each input plane): every window's
     elements gathered through a constant position table, ``ik.argmax`` picks the first
@@ -204,8 +204,8 @@ def _avg_counts(d: int, o: int, k: int, s: int, p: int, include_pad: bool) -> np
     return out
 
 
-@conv("avg_pool1d", "avg_pool2d", "avg_pool3d")
-def _avg_pool(cx: Cx, a: dict) -> Any:
+@converter("avg_pool1d", "avg_pool2d", "avg_pool3d")
+def _avg_pool(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["self"], "input")
     nd = _nd(cx)
     k, st, pad, _ = _pool_args(a, nd)
@@ -235,9 +235,9 @@ def _adaptive_matrix(d: int, o: int) -> np.ndarray:
     return m
 
 
-@conv("adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "_adaptive_avg_pool2d",
+@converter("adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "_adaptive_avg_pool2d",
       "_adaptive_avg_pool3d")
-def _adaptive_avg_pool(cx: Cx, a: dict) -> Any:
+def _adaptive_avg_pool(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["self"], "input")
     nd = _nd(cx)
     lead = x.type.rank - nd
@@ -257,8 +257,8 @@ def _adaptive_avg_pool(cx: Cx, a: dict) -> Any:
     return y
 
 
-@conv("adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d")
-def _adaptive_max_pool(cx: Cx, a: dict) -> Any:
+@converter("adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d")
+def _adaptive_max_pool(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["self"], "input")
     nd = _nd(cx)
     lead = x.type.rank - nd
@@ -277,7 +277,7 @@ def _adaptive_max_pool(cx: Cx, a: dict) -> Any:
 # padding
 
 
-def _pad_gather(cx: Cx, x: Value, pad: list[int], mode: str) -> Value:
+def _pad_gather(cx: ConvertContext, x: Value, pad: list[int], mode: str) -> Value:
     """Pad by gathering constant indices (``np.pad`` of an arange computes them)."""
     r = x.type.rank
     np_mode = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}[mode]
@@ -297,7 +297,7 @@ def _pad_gather(cx: Cx, x: Value, pad: list[int], mode: str) -> Value:
     return x
 
 
-def _constant_pad(cx: Cx, x: Value, pad: list[int], value: Any) -> Value:
+def _constant_pad(cx: ConvertContext, x: Value, pad: list[int], value: Any) -> Value:
     r = x.type.rank
     before, after = [0] * r, [0] * r
     for i in range(len(pad) // 2):
@@ -317,8 +317,8 @@ def _constant_pad(cx: Cx, x: Value, pad: list[int], value: Any) -> Value:
     return cx.b.pad(x, pads=tuple(before + after), value=float(v))
 
 
-@conv("constant_pad_nd", "pad")
-def _pad(cx: Cx, a: dict) -> Any:
+@converter("constant_pad_nd", "pad")
+def _pad(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["self"], "input")
     mode = a.get("mode") or "constant"
     pad = [int(p) for p in a["pad"]]
@@ -329,9 +329,9 @@ def _pad(cx: Cx, a: dict) -> Any:
     return _pad_gather(cx, x, pad, mode)
 
 
-@conv("reflection_pad1d", "reflection_pad2d", "reflection_pad3d", "replication_pad1d", "replication_pad2d",
+@converter("reflection_pad1d", "reflection_pad2d", "reflection_pad3d", "replication_pad1d", "replication_pad2d",
       "replication_pad3d", "_pad_circular")
-def _pad_modes(cx: Cx, a: dict) -> Any:
+def _pad_modes(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["self"], "input")
     name = _opname(cx)
     mode = "reflect" if name.startswith("reflection") else "replicate" if name.startswith("replication") \

@@ -10,6 +10,7 @@ Errors name the op and its location.
 
 from __future__ import annotations
 
+from irkit.ir.aliases import alias_diagnostics
 from irkit.ir.core import Diagnostic, Function, Graph, Module, Op
 from irkit.ir.ops import OPS, OpError, infer_types
 
@@ -31,13 +32,30 @@ def verify(module: Module) -> None:
         if f.name in names:
             diags.append(Diagnostic(f"duplicate function name @{f.name}"))
         names.add(f.name)
-        diags.extend(verify_function(f))
+        found = verify_function(f)
+        if found:
+            _locate(f, found)
+        diags.extend(found)
     if diags:
         raise VerifyError(diags)
 
 
+def _locate(f: Function, diags: list[Diagnostic]) -> None:
+    """Give a diagnostic whose op has no source location the op's place instead:
+    ``op ik.add#3 of @main`` (the numbering ``irkit compare`` and ``bisect`` use)."""
+    pos: dict[int, int] | None = None
+    for d in diags:
+        if d.op is None or not d.loc.is_unknown or not d.op.loc.is_unknown:
+            continue
+        if pos is None:
+            pos = {id(op): i for i, op in enumerate(f.walk())}
+        i = pos.get(id(d.op))
+        if i is not None:
+            d.message += f" (op {d.op.name}#{i} of @{f.name}; it has no source location)"
+
+
 def verify_function(f: Function) -> list[Diagnostic]:
-    return _verify_graph(f.body, "func.return")
+    return _verify_graph(f.body, "func.return") + alias_diagnostics(f)
 
 
 def _verify_graph(g: Graph, terminator: str) -> list[Diagnostic]:

@@ -161,6 +161,7 @@ class Parser:
         self._pending_resources: list[tuple[Op, str, str, TensorType, int]] = []
         self._loc_aliases: dict[str, Location] = {}
         self._pending_locs: list[tuple[Any, str, int]] = []
+        self._op_pos: dict[int, int] = {}  # id(op) -> offset of its name, to report at the producer
 
     # -- token helpers -----------------------------------------------------------
     def _fill(self, k: int) -> None:
@@ -402,8 +403,19 @@ class Parser:
             if list(ftype[1]) != f.arg_types:
                 raise self.error(f"@{fn_name}: function_type arguments differ from the block arguments", start)
             if list(ftype[2]) != f.result_types:
-                raise self.error(f"@{fn_name}: function_type results differ from the returned values", start)
+                raise self._result_type_error(fn_name, list(ftype[2]), f, start)
         return f
+
+    def _result_type_error(self, fn_name: str, declared: list[Any], f: Function, start: _Tok) -> ParseError:
+        """function_type's results differ from what func.return returns: reported at the op
+        that produced the first differing value (the declaration is at func.func)."""
+        for k, (d, v) in enumerate(zip(declared, f.outputs)):
+            if d != v.type and v.producer is not None and id(v.producer) in self._op_pos:
+                return ParseError(f"'{v.producer.name}' produces {v.type}, but @{fn_name} declares result {k} "
+                                  f"as {d} in its function_type", self.filename, self.text, self._op_pos[id(v.producer)])
+        n = len(f.outputs)
+        return self.error(f"@{fn_name}: function_type results differ from the returned values "
+                          f"({len(declared)} declared, {n} returned)", start)
 
     def _fn_type_void(self) -> None:
         self.expect("(")
@@ -511,6 +523,7 @@ class Parser:
                     if pend is None and len(attr_txt) < 400 and len(_ATTR_CACHE) < 50_000:
                         _ATTR_CACHE[key] = attrs
         op = Op._make(name, operands, out_types, attrs, loc)
+        self._op_pos[id(op)] = m.start(3) - 1
         if pend is not None:
             self._pending_resources.append((op, *pend))
         g.append(op)
@@ -604,12 +617,17 @@ class Parser:
             raise self.error(f"'{name}' has {len(operands)} operands but its type lists {len(in_types)}", sig_tok)
         for k, (v, t) in enumerate(zip(operands, in_types)):
             if v.type != t:
+                ppos = self._op_pos.get(id(v.producer)) if name in ("func.return", "ik.yield") else None
+                if ppos is not None and v.producer is not None:
+                    raise ParseError(f"'{v.producer.name}' produces {v.type}, but '{name}' returns it as {t} "
+                                     f"(operand {k})", self.filename, self.text, ppos)
                 raise self.error(f"operand {k} of '{name}' has type {v.type}, the signature says {t}", sig_tok)
         n_res = sum(c for _, c, _ in results)
         if n_res != len(out_types):
             raise self.error(f"'{name}' names {n_res} results but its type lists {len(out_types)}", sig_tok)
         attrs = self._coerce_attrs(name, attrs, name_tok)
         op = Op(name, operands, out_types, None, regions)
+        self._op_pos[id(op)] = name_tok.pos
         pend = [(k, v) for k, v in attrs.items() if isinstance(v, tuple) and v[:1] == ("__resource__",)]
         for k, v in pend:
             attrs[k] = None

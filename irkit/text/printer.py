@@ -151,7 +151,8 @@ class Printer:
         ftype = "(" + ", ".join(map(str, f.arg_types)) + ") -> " + _results_type(f.result_types)
         attrs: dict[str, Any] = {k: v for k, v in f.attrs.items()}
         body = ", ".join([f"function_type = {ftype}", f"sym_name = {escape_string(f.name)}"] +
-                         [f"{k} = {self.attr(v)}" for k, v in sorted(attrs.items())])
+                         [f"{k} = {_pairs_attr(v, self) if k in _PAIR_ATTRS else self.attr(v)}"
+                          for k, v in sorted(attrs.items())])
         loc = self._loc(f.loc)
         lines.append(f"{ind}}}) {{{body}}} : () -> (){loc}")
 
@@ -329,6 +330,16 @@ def _resource_base(name: str) -> str:
 _KEY_TEXT: dict[str, str] = {}
 
 
+# Function attributes holding [output, arg] pairs (irkit.ir.aliases), printed as ``[[0, 3], [1, 4]]``.
+_PAIR_ATTRS = frozenset({"aliases", "cache_pairs"})
+
+
+def _pairs_attr(v: Any, printer: Printer) -> str:
+    if isinstance(v, tuple) and all(isinstance(p, tuple) and all(type(x) is int for x in p) for p in v):
+        return "[" + ", ".join("[" + ", ".join(map(str, p)) + "]" for p in v) + "]"
+    return printer.attr(v)
+
+
 def _key(k: str) -> str:
     text = _KEY_TEXT.get(k)
     if text is None:
@@ -386,10 +397,25 @@ def resource_section(resources: dict[str, Dense]) -> str:
     return "\n".join(lines)
 
 
-def print_module(m: Module, **options: Any) -> str:
-    """The text of ``m`` (large constants inlined as a resource section)."""
-    options.setdefault("inline_resources", True)
-    return Printer(**options).module(m)
+def print_module(m: Module, *, elide_weights: bool = False, **options: Any) -> str:
+    """The text of ``m`` (large constants inlined as a resource section).
+
+    ``elide_weights=True`` leaves their bytes out: large constants stay ``dense_resource<name>``
+    references and one closing comment counts what was elided, so a real model prints in a
+    few kilobytes instead of megabytes (the text then does not parse back on its own; use
+    :func:`irkit.text.write_module` to save a module).  :func:`irkit.show.summary` is shorter still.
+    """
+    if not elide_weights:
+        options.setdefault("inline_resources", True)
+        return Printer(**options).module(m)
+    options["inline_resources"] = False
+    pr = Printer(**options)
+    text = pr.module(m)
+    if pr.resources:
+        nbytes = sum(int(d.size) * d.dtype.itemsize for d in pr.resources.values())
+        text += (f"// {len(pr.resources)} dense_resource constants elided ({nbytes / 1e6:.3g} MB); "
+                 "print_module(m) prints them\n")
+    return text
 
 
 __all__ = ["Printer", "print_module", "format_float", "escape_string", "type_str", "location_str",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 from tvm import s_tir, te, tirx
 
 from .common import (
@@ -151,3 +152,86 @@ def conv2d(
             "vector": vec,
         },
     )
+
+
+# --------------------------------------------------------------------------- convolution as GEMM
+
+IM2COL_MAX_BYTES = 32 << 20
+"""Largest im2col matrix (bytes) the GEMM path materialises; a bigger one keeps the direct conv."""
+
+IM2COL_MAX_BLOWUP = 9
+"""Largest ratio of im2col elements to input elements (a 3x3 stride-1 conv copies each input 9 times)."""
+
+
+def gemm_plan(
+    x_shape: Sequence[int],
+    w_shape: Sequence[int],
+    *,
+    stride: Sequence[int] = (1, 1),
+    padding: Sequence[int] = (0, 0, 0, 0),
+    dilation: Sequence[int] = (1, 1),
+    groups: int = 1,
+) -> dict | None:
+    """How a 2-D convolution runs as one GEMM ``cols[M, K] @ W[K, O]``, or None when it should not.
+
+    ``padding`` is ``(top, left, bottom, right)``. ``M = N·OH·OW`` output pixels, ``K = C·KH·KW``.
+    ``kind`` is ``patchify`` (kernel == stride, no padding: im2col is a pure permutation of the
+    input, nothing is duplicated), ``pointwise`` (1x1, stride 1: a layout change) or ``im2col``
+    (anything else, taken only while the column matrix stays small, :data:`IM2COL_MAX_BYTES`, and
+    duplicates each input element at most :data:`IM2COL_MAX_BLOWUP` times). Grouped convs refuse.
+    """
+    n, c, h, w = (int(d) for d in x_shape)
+    o, cg, kh, kw = (int(d) for d in w_shape)
+    if groups != 1 or cg != c:
+        return None
+    sh, sw = (int(s) for s in stride)
+    pt, pl, pb, pr = (int(p) for p in padding)
+    dh, dw = (int(d) for d in dilation)
+    oh = (h + pt + pb - dh * (kh - 1) - 1) // sh + 1
+    ow = (w + pl + pr - dw * (kw - 1) - 1) // sw + 1
+    if oh <= 0 or ow <= 0:
+        return None
+    m, k = n * oh * ow, c * kh * kw
+    no_pad = pt == pl == pb == pr == 0
+    if no_pad and (kh, kw) == (sh, sw) and dh == dw == 1:
+        kind = "patchify"
+    elif no_pad and kh == kw == 1 and sh == sw == 1:
+        kind = "pointwise"
+    else:
+        kind = "im2col"
+        if m * k * 4 > IM2COL_MAX_BYTES or m * k > IM2COL_MAX_BLOWUP * n * c * h * w:
+            return None
+    return {"kind": kind, "n": n, "c": c, "o": o, "kh": kh, "kw": kw, "oh": oh, "ow": ow, "m": m, "k": k,
+            "stride": (sh, sw), "padding": (pt, pl, pb, pr), "dilation": (dh, dw)}
+
+
+def im2col(x: te.Tensor, plan: dict) -> te.Tensor:
+    """``cols[n, oy, ox, c, i, j] = xpad[n, c, oy·sh + i·dh, ox·sw + j·dw]`` (zeros in the padding);
+    reshaped to ``[M, K]`` it is the GEMM's left operand (row = output pixel, column = (c, i, j))."""
+    sh, sw = plan["stride"]
+    pt, pl, _, _ = plan["padding"]
+    dh, dw = plan["dilation"]
+    h, w = (int(d) for d in x.shape[2:])
+    shape = (plan["n"], plan["oh"], plan["ow"], plan["c"], plan["kh"], plan["kw"])
+    if plan["kind"] != "im2col":
+        return te.compute(shape, lambda b, oy, ox, ci, i, j: x[b, ci, oy * sh + i, ox * sw + j], name="im2col")
+
+    def f(b, oy, ox, ci, i, j):  # noqa: ANN001, ANN202 - TE index lambdas
+        yy = oy * sh + i * dh - pt
+        xx = ox * sw + j * dw - pl
+        inside = tirx.all(yy >= 0, yy < h, xx >= 0, xx < w)
+        return tirx.Select(inside, x[b, ci, tirx.max(tirx.min(yy, h - 1), 0), tirx.max(tirx.min(xx, w - 1), 0)],
+                           tirx.const(0, x.dtype))
+    return te.compute(shape, f, name="im2col")
+
+
+def gemm_to_nchw(g: te.Tensor, plan: dict) -> te.Tensor:
+    """The GEMM's ``[N·OH·OW, O]`` result back in the conv's ``[N, O, OH, OW]`` layout."""
+    oh, ow = plan["oh"], plan["ow"]
+    return te.compute((plan["n"], plan["o"], oh, ow),
+                      lambda b, oc, y, xx: g[(b * oh + y) * ow + xx, oc], name="nchw")
+
+
+def gemm_weight(w: np.ndarray) -> np.ndarray:
+    """``OIHW`` weights as the GEMM's right operand ``[C·KH·KW, O]``."""
+    return w.reshape(w.shape[0], -1).T.copy()

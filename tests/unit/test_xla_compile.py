@@ -224,11 +224,13 @@ def test_tpu_bad_topologies_say_what_works():
 
 
 def test_missing_or_wrong_libtpu_names_the_package(monkeypatch):
-    real = xc._dist_version
-    monkeypatch.setattr(xc, "_dist_version", lambda n: None if n == "libtpu" else real(n))
+    from irkit.targets import xla_platform as xp
+
+    real = xp.dist_version
+    monkeypatch.setattr(xp, "dist_version", lambda n: None if n == "libtpu" else real(n))
     with pytest.raises(XlaUnavailable, match=r"pip install 'libtpu==0\.0\.42\.\*'"):
         tpu_device("v5e")
-    monkeypatch.setattr(xc, "_dist_version", lambda n: "0.0.40" if n == "libtpu" else real(n))
+    monkeypatch.setattr(xp, "dist_version", lambda n: "0.0.40" if n == "libtpu" else real(n))
     if importlib.util.find_spec("libtpu") is not None:
         with pytest.raises(XlaUnavailable, match=r"libtpu 0\.0\.40 does not match jax"):
             tpu_device("v5e")

@@ -1,0 +1,271 @@
+"""Run a sweep: build the models, key every task, run what the store lacks, store each attempt.
+
+Design note: the driver is the only writer of results (workers return plain
+dicts), so "each result exactly once" is the store's primary key, whatever the
+executor does.  Builds (model imports) are cached in the store by the content
+of their source, so a resumed sweep neither re-imports nor re-measures.  A job
+that times out or loses its worker is retried up to the spec's ``retries``; a
+job that raised is recorded failed and not retried in this run (the same code
+on the same input fails the same way), but a later run tries it again.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from . import work
+from .executors import Executor, Job
+from .spec import SweepSpec, Task
+from .store import ResultRow, Store
+
+DONE = ("ok", "unavailable")
+DEFAULT_SECONDS = {"build": 10.0, "estimate": 1.0, "check": 4.0, "bench": 6.0}
+"""Per-kind time guesses for ``--dry-run`` when the store has no past durations."""
+
+
+@dataclass
+class Planned:
+    """A task with its key and the job that runs it."""
+
+    task: Task
+    key: str
+    ir_hash: str
+    bindings: dict[str, int]
+    job: Job
+
+
+@dataclass
+class Summary:
+    """What a sweep did."""
+
+    tasks: int = 0
+    in_store: int = 0
+    to_run: int = 0
+    ok: int = 0
+    failed: int = 0
+    unavailable: int = 0
+    retries: int = 0
+    build_failures: list[str] = field(default_factory=list)
+    blocked: int = 0
+    """Tasks not run because their model failed to build."""
+    wall_seconds: float = 0.0
+    keys: list[str] = field(default_factory=list)
+    estimate_seconds: float | None = None
+
+
+def target_hardware(target: str) -> str:
+    """``cpu``, ``gpu`` or ``tpu``: what a target's runs need (an estimate needs only a CPU)."""
+    from irkit.targets.hwspec import list_specs, load_spec
+
+    if target in list_specs():
+        return "cpu"
+    from irkit.targets.registry import get_target
+
+    spec = get_target(target).spec
+    if not spec:
+        return "cpu"
+    kind = str(getattr(load_spec(spec), "kind", "cpu")).lower()
+    return "gpu" if "gpu" in kind or "simt" in kind else "tpu" if "tpu" in kind or "systolic" in kind else "cpu"
+
+
+class Sweep:
+    """One sweep over one store with one executor."""
+
+    def __init__(self, spec: SweepSpec, store: Store, executor: Executor,
+                 log: Callable[[str], None] | None = None):
+        self.spec = spec
+        self.store = store
+        self.executor = executor
+        self.log = log or (lambda s: print(s, file=sys.stderr, flush=True))
+        self.versions = work.versions()
+        self.machine = work.machine()
+        self.commit = work.commit_id()
+        self._hw: dict[str, str] = {}
+        self._bind_cache: dict[tuple[str, tuple[tuple[str, int], ...]], dict[str, int]] = {}
+
+    # -- builds ----------------------------------------------------------------
+
+    def _builds(self, tasks: list[Task], run: bool, summary: Summary) -> dict[tuple[str, str], tuple[str, str]]:
+        """``(source, frontend) -> (ir_hash, ir_text)``, from the store or built now (when ``run``)."""
+        pairs: dict[tuple[str, str], str] = {}
+        for t in tasks:
+            pairs.setdefault((t.source, t.frontend), t.model)
+        have: dict[tuple[str, str], tuple[str, str]] = {}
+        missing: list[Job] = []
+        for (src, fe), model in pairs.items():
+            bkey = work.build_key(src, fe)
+            got = self.store.get_build(bkey)
+            if got:
+                have[(src, fe)] = got
+            else:
+                missing.append(Job(f"build {model} [{fe}]", {"kind": "build", "source": src, "frontend": fe},
+                                   info={"bkey": bkey, "model": model, "pair": (src, fe)}))
+        if not run or not missing:
+            return have
+        self.log(f"building {len(missing)} model(s) ({len(pairs) - len(missing)} cached in the store)")
+
+        def on_build(job: Job, out: dict[str, Any]) -> Job | None:
+            info = job.info
+            if out["status"] == "ok":
+                r = out["result"]
+                self.store.put_build(info["bkey"], info["model"], job.payload["frontend"], r["ir_hash"], r["ir_text"],
+                                     r["seconds"])
+                have[info["pair"]] = (r["ir_hash"], r["ir_text"])
+                self.log(f"  built {info['model']} [{job.payload['frontend']}] in {out['seconds']:.1f} s")
+                return None
+            self.store.record_attempt("build:" + info["bkey"], out["status"], out["error"], out["seconds"],
+                                      out["worker"])
+            if out["status"] in ("timeout", "lost") and job.tries <= self.spec.retries:
+                summary.retries += 1
+                return job
+            summary.build_failures.append(f"{info['model']} [{job.payload['frontend']}]: {out['error']}")
+            self.log(f"  build FAILED {info['model']} [{job.payload['frontend']}]: {out['error']}")
+            return None
+
+        self.executor.run(missing, self.spec.timeout, on_build)
+        return have
+
+    # -- planning --------------------------------------------------------------
+
+    def _hardware(self, target: str, measurement: str) -> str:
+        if measurement == "estimate":
+            return "cpu"
+        if target not in self._hw:
+            try:
+                self._hw[target] = target_hardware(target)
+            except Exception:  # noqa: BLE001 - an unknown target fails in its task, with its message
+                self._hw[target] = "cpu"
+        return self._hw[target]
+
+    def _bindings(self, ir_hash: str, ir_text: str, shape: tuple[tuple[str, int], ...]) -> dict[str, int]:
+        k = (ir_hash, shape)
+        if k not in self._bind_cache:
+            self._bind_cache[k] = work.effective_bindings(ir_text, dict(shape))
+        return self._bind_cache[k]
+
+    def plan(self, tasks: list[Task], builds: dict[tuple[str, str], tuple[str, str]]) -> tuple[list[Planned], int]:
+        """Keyed tasks (duplicates by key dropped) and the count of tasks whose build is missing."""
+        out: dict[str, Planned] = {}
+        blocked = 0
+        for t in tasks:
+            b = builds.get((t.source, t.frontend))
+            if b is None:
+                blocked += 1
+                continue
+            ir_hash, ir_text = b
+            bind = self._bindings(ir_hash, ir_text, t.bindings)
+            params = dict(t.params)
+            mach = self.machine if work.measures_hardware(t.measurement) else {}
+            key = work.task_key(ir_hash, t.full_pipeline, t.target, {}, bind, t.measurement, params, self.versions,
+                                mach)
+            if key in out:
+                continue
+            job = Job(t.label(), {"kind": "measure", "ir_text": ir_text, "pipeline": t.full_pipeline,
+                                  "target": t.target, "measurement": t.measurement, "bindings": bind,
+                                  "params": params},
+                      timing=work.is_timing(t.measurement), hardware=self._hardware(t.target, t.measurement),
+                      info={"key": key})
+            out[key] = Planned(t, key, ir_hash, bind, job)
+        return list(out.values()), blocked
+
+    # -- estimates -------------------------------------------------------------
+
+    def estimate_seconds(self, planned: list[Planned], unbuilt: list[Task], n_builds: int) -> tuple[float, int, int]:
+        """Wall-time guess for running ``planned`` and the tasks whose model is not built yet:
+        (seconds, tasks estimated from past durations, tasks from defaults)."""
+        past: dict[tuple[str, str], list[float]] = {}
+        by_kind: dict[str, list[float]] = {}
+        for meas, tgt, sec in self.store.durations():
+            past.setdefault((meas, tgt), []).append(sec)
+            by_kind.setdefault(meas, []).append(sec)
+        total = n_builds * DEFAULT_SECONDS["build"]
+        timing = 0.0
+        from_past = from_default = 0
+        for meas, tgt in [(p.task.measurement, p.task.target) for p in planned] + \
+                         [(t.measurement, t.target) for t in unbuilt]:
+            if (meas, tgt) in past:
+                s = statistics.median(past[(meas, tgt)])
+                from_past += 1
+            elif meas in by_kind:
+                s = statistics.median(by_kind[meas])
+                from_past += 1
+            else:
+                s = DEFAULT_SECONDS[meas]
+                from_default += 1
+            total += s
+            if work.is_timing(meas):
+                timing += s
+        workers = max(1, self.executor.workers)
+        # Timing tasks run one at a time per machine; the rest spread over the workers.
+        return max(total / workers, timing), from_past, from_default
+
+    # -- run -------------------------------------------------------------------
+
+    def run(self, dry_run: bool = False) -> Summary:
+        t0 = time.perf_counter()
+        s = Summary()
+        tasks = self.spec.tasks()
+        s.tasks = len(tasks)
+        builds = self._builds(tasks, not dry_run, s)
+        planned, blocked = self.plan(tasks, builds)
+        s.keys = [p.key for p in planned]
+        status = self.store.status_of(s.keys)
+        todo = [p for p in planned if status.get(p.key) not in DONE]
+        s.in_store = len(planned) - len(todo)
+        dupes = len(tasks) - len(planned) - blocked
+        if dry_run:
+            unbuilt = [t for t in tasks if (t.source, t.frontend) not in builds]
+            n_builds = len({(t.source, t.frontend) for t in unbuilt})
+            s.to_run = len(todo) + len(unbuilt)
+            s.estimate_seconds, n_past, n_def = self.estimate_seconds(todo, unbuilt, n_builds)
+            return s
+        s.blocked = blocked
+        s.to_run = len(todo)
+        prev_failed = sum(1 for p in todo if status.get(p.key) == "failed")
+        self.log(f"{self.spec.name}: {s.tasks} tasks" + (f" ({dupes} duplicates by content key)" if dupes else "")
+                 + f"; {s.in_store} already in the store, {s.to_run} to run"
+                 + (f" ({prev_failed} failed before)" if prev_failed else "")
+                 + (f"; {blocked} blocked by failed builds" if blocked else "")
+                 + f"; executor {self.executor.name} x{self.executor.workers}")
+        by_job = {id(p.job): p for p in todo}
+        done = [0]
+
+        def on_result(job: Job, out: dict[str, Any]) -> Job | None:
+            p = by_job[id(job)]
+            st = out["status"]
+            row_status = "ok" if st == "ok" else "unavailable" if st == "unavailable" else "failed"
+            t = p.task
+            row = ResultRow(key=p.key, status=row_status, model=t.model, frontend=t.frontend, ir_hash=p.ir_hash,
+                            pipeline=t.full_pipeline, target=t.target, options={}, bindings=p.bindings,
+                            measurement=t.measurement, params=dict(t.params), versions=self.versions,
+                            machine=self.machine if work.measures_hardware(t.measurement) else {},
+                            commit_id=self.commit, sweep=self.spec.name, result=out["result"], error=out["error"],
+                            duration=out["seconds"], worker=out["worker"], finished=time.time())
+            self.store.put(row, attempt_status=st)
+            retry = st in ("timeout", "lost") and job.tries <= self.spec.retries
+            if retry:
+                s.retries += 1
+                self.log(f"  {st.upper()} (attempt {job.tries}, retrying) {job.id}: {out['error']}")
+                return job
+            done[0] += 1
+            if row_status == "ok":
+                s.ok += 1
+            elif row_status == "unavailable":
+                s.unavailable += 1
+            else:
+                s.failed += 1
+            note = "" if st == "ok" else f": {out['error']}"
+            self.log(f"  [{done[0]}/{len(todo)}] {row_status:<11} {out['seconds']:6.2f} s  {job.id}{note}")
+            return None
+
+        if todo:
+            self.executor.run([p.job for p in todo], self.spec.timeout, on_result)
+        s.wall_seconds = time.perf_counter() - t0
+        return s
+
+
+__all__ = ["Sweep", "Summary", "Planned", "target_hardware", "DEFAULT_SECONDS"]

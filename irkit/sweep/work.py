@@ -1,0 +1,288 @@
+"""What a sweep worker does: build a model, run one measurement; and the content keys.
+
+Everything here is a plain function of plain data (strings, dicts), so the same
+call runs in-process, in a spawned local worker or as a Ray task.  A build
+imports a model into irkit IR text (resources inlined, so the text is the whole
+model and its hash identifies it); a measurement parses that text, runs the
+pipeline and measures on the target.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import re
+import socket
+import time
+import traceback
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping
+
+VERSIONED = {"irkit": "irkit", "tvm": "apache-tvm", "jax": "jax", "jaxlib": "jaxlib", "onnxruntime": "onnxruntime",
+             "torch": "torch", "numpy": "numpy"}
+
+
+def digest(obj: Any) -> str:
+    """sha256 of ``obj`` as canonical JSON (or of a str/bytes as is)."""
+    if isinstance(obj, bytes):
+        data = obj
+    elif isinstance(obj, str):
+        data = obj.encode()
+    else:
+        data = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str).encode()
+    return hashlib.sha256(data).hexdigest()
+
+
+@lru_cache(maxsize=1)
+def versions() -> dict[str, str]:
+    """Installed versions of irkit and the compilers whose output a result depends on."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for k, dist in VERSIONED.items():
+        try:
+            out[k] = version(dist)
+        except PackageNotFoundError:
+            out[k] = "absent"
+    # The checkout's commit is part of irkit's version: a sweep after a code change re-measures.
+    out["irkit-commit"] = commit_id()
+    return out
+
+
+@lru_cache(maxsize=1)
+def machine() -> dict[str, Any]:
+    """The host as results depend on it: CPU model, logical cores, architecture, OS."""
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpu": model, "cores": os.cpu_count() or 1, "arch": platform.machine(), "os": platform.system()}
+
+
+def machine_resource(desc: Mapping[str, Any] | None = None) -> str:
+    """The Ray custom resource that names a host CPU model (``cpu-intel-xeon-8481c``): a node that
+    offers 1 of it takes one timing task at a time."""
+    d = desc or machine()
+    words = re.sub(r"\((r|tm)\)|cpu|@.*$|processor", " ", str(d["cpu"]).lower())
+    slug = "-".join(w for w in re.split(r"[^a-z0-9.]+", words) if w)
+    return f"cpu-{slug or 'unknown'}"
+
+
+@lru_cache(maxsize=1)
+def commit_id() -> str:
+    """The git commit of the irkit checkout (read from .git, no git process), else irkit's version."""
+    import irkit
+
+    here = Path(irkit.__file__).resolve().parent.parent
+    git = here / ".git"
+    try:
+        if git.is_file():  # a worktree: "gitdir: PATH"
+            git = Path(git.read_text().split(":", 1)[1].strip())
+        head = (git / "HEAD").read_text().strip()
+        if head.startswith("ref:"):
+            ref = head.split(":", 1)[1].strip()
+            f = git / ref
+            if f.is_file():
+                return f.read_text().strip()
+            common = git / "commondir"
+            base = (git / common.read_text().strip()).resolve() if common.is_file() else git
+            if (base / ref).is_file():
+                return (base / ref).read_text().strip()
+            for line in (base / "packed-refs").read_text().splitlines():
+                if line.endswith(" " + ref):
+                    return line.split()[0]
+        elif re.fullmatch(r"[0-9a-f]{40}", head):
+            return head
+    except OSError:
+        pass
+    return f"irkit-{irkit.__version__}"
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+# ---------------------------------------------------------------------------
+# keys
+
+
+def _file_digest(path: str) -> str:
+    h = hashlib.sha256()
+    p = Path(path)
+    for f in (p, p.with_suffix(".safetensors")):
+        if f.is_file():
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def build_key(source: str, frontend: str) -> str:
+    """Key of a build: the source's content (the file, or a factory's .py file; a zoo model's
+    name), the frontend and the versions that import it."""
+    if source.startswith("zoo:"):
+        content = source
+    elif ":" in source and source.rsplit(":", 1)[0].endswith(".py"):
+        f, fac = source.rsplit(":", 1)
+        content = _file_digest(f) + ":" + fac
+    else:
+        content = _file_digest(source)
+    return digest({"source": content, "frontend": frontend, "versions": versions()})
+
+
+def task_key(ir_hash: str, pipeline: str, target: str, options: Mapping[str, Any], bindings: Mapping[str, int],
+             measurement: str, params: Mapping[str, Any], vers: Mapping[str, str], mach: Mapping[str, Any]) -> str:
+    """The content key of one result."""
+    return digest({"ir": ir_hash, "pipeline": pipeline, "target": target, "options": dict(options),
+                   "bindings": dict(bindings), "measurement": measurement, "params": dict(params),
+                   "versions": dict(vers), "machine": dict(mach)})
+
+
+def measures_hardware(measurement: str) -> bool:
+    """Whether a measurement's result depends on the machine it runs on (estimates do not)."""
+    return measurement != "estimate"
+
+
+def is_timing(measurement: str) -> bool:
+    """Timing tasks run one at a time per machine."""
+    return measurement == "bench"
+
+
+# ---------------------------------------------------------------------------
+# the work
+
+
+def build(source: str, frontend: str) -> dict[str, Any]:
+    """Import ``source`` with ``frontend`` into irkit IR text (resources inline)."""
+    from irkit.ir.verify import verify
+    from irkit.text.io import module_text
+
+    t0 = time.perf_counter()
+    if source.startswith("zoo:"):
+        from irkit.frontends.torch_export import import_torch_factory
+        from irkit.zoo import factory
+
+        _, name, *rest = source.split(":")
+        module, inputs, dyn = factory(name, rest[0] if rest else "toy")
+        m = import_torch_factory(module, inputs, dyn, name="main")
+    elif (":" in source and source.rsplit(":", 1)[0].endswith(".py")) or \
+            Path(source).suffix.lower() in (".onnx", ".pt2", ".hlo"):
+        from irkit.frontends import import_source
+
+        m = import_source(source, None if frontend == "auto" else frontend)
+    else:
+        from irkit.text.io import read_module
+
+        m = read_module(source)
+    verify(m)
+    text, _ = module_text(m, inline_resources=True)
+    return {"ir_text": text, "ir_hash": digest(text), "seconds": time.perf_counter() - t0}
+
+
+def _bindings_for(fn: Any, wanted: Mapping[str, int]) -> dict[str, int]:
+    from irkit.interp import default_bindings
+
+    syms = set(default_bindings(fn))
+    return default_bindings(fn, {k: v for k, v in wanted.items() if k in syms})
+
+
+def effective_bindings(ir_text: str, wanted: Mapping[str, int]) -> dict[str, int]:
+    """The dim values a task really uses: the wanted ones the function has, its defaults for the rest."""
+    from irkit.text.parser import parse_module
+
+    return _bindings_for(parse_module(ir_text, "<sweep>").entry, wanted)
+
+
+def _spec_for(target: str) -> str:
+    from irkit.targets.hwspec import list_specs
+
+    if target in list_specs():
+        return target
+    from irkit.targets.registry import get_target
+
+    spec = get_target(target).spec
+    if not spec:
+        raise ValueError(f"target '{target}' has no hardware description to estimate with")
+    return spec
+
+
+class Unavailable(Exception):
+    """The target cannot do this measurement on this machine; not a failure, not retried."""
+
+
+def measure(ir_text: str, pipeline: str, target: str, measurement: str, bindings: Mapping[str, int],
+            params: Mapping[str, Any]) -> dict[str, Any]:
+    """Run one measurement; returns its numbers (raises on failure, :class:`Unavailable` when
+    the target cannot run here)."""
+    from irkit.passmanager import run_pipeline
+    from irkit.text.parser import parse_module
+
+    original = parse_module(ir_text, "<sweep>")
+    m = original.clone()
+    if pipeline:
+        run_pipeline(m, pipeline)
+    b = _bindings_for(m.entry, bindings)
+    if measurement == "estimate":
+        from irkit.targets.estimate import estimate, peak_for
+
+        spec = _spec_for(target)
+        est = estimate(m, spec, b)
+        tot = est.total(peak_for(m, spec))
+        return {"spec": spec, "seconds": tot["seconds"], "flops": tot["flops"], "bytes": tot["bytes"],
+                "utilization": tot["utilization"], "ops": len(est.ops)}
+
+    from irkit.interp import random_inputs, run
+    from irkit.targets.registry import get_target
+
+    t = get_target(target)
+    av = t.availability()
+    if not av.can_run:
+        raise Unavailable(f"target '{target}' cannot run here: {av.reason or av.label}")
+    xs = random_inputs(original.entry, int(params.get("seed", 0)), _bindings_for(original.entry, bindings))
+    art = t.lower(m, b)
+    if measurement == "check":
+        from irkit.check import compare_all, module_tolerance
+
+        oracle = run(original, xs, float64=True)
+        rep = compare_all(t.run(art, xs), oracle, module_tolerance(m))
+        return {"ok": rep.ok, "max_abs": rep.max_abs, "max_rel": rep.max_rel, "compile_seconds": art.compile_seconds,
+                "outputs": len(rep.comparisons)}
+    if measurement == "bench":
+        from irkit.bench import measure as time_it
+
+        tm = time_it(lambda: t.run(art, xs), warmup=int(params.get("warmup", 2)),
+                     repeats=int(params.get("repeats", 10)), max_seconds=float(params.get("max_seconds", 5.0)))
+        return {"median": tm.median, "p90": tm.percentile(90), "spread": tm.spread, "samples": len(tm.samples),
+                "compile_seconds": art.compile_seconds}
+    raise ValueError(f"unknown measurement '{measurement}'")
+
+
+def execute(job: Mapping[str, Any]) -> dict[str, Any]:
+    """Run one job (``{"kind": "build"|"measure", ...}``) and never raise: the outcome says
+    ``status`` ok / failed / unavailable, with ``result`` or ``error`` and the seconds taken."""
+    t0 = time.perf_counter()
+    try:
+        if job["kind"] == "build":
+            res = build(job["source"], job["frontend"])
+        else:
+            res = measure(job["ir_text"], job["pipeline"], job["target"], job["measurement"], job["bindings"],
+                          job["params"])
+        status, err = "ok", ""
+    except Unavailable as e:
+        res, status, err = {}, "unavailable", str(e)
+    except Exception as e:  # noqa: BLE001 - a task's failure is its result; the sweep goes on
+        msg = " ".join(str(e).split())[:500] or type(e).__name__
+        where = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
+        at = f" (at {Path(where.filename).name}:{where.lineno})" if where else ""
+        res, status, err = {}, "failed", f"{type(e).__name__}: {msg}{at}"
+    return {"status": status, "result": res, "error": err, "seconds": time.perf_counter() - t0,
+            "worker": worker_name()}
+
+
+__all__ = ["digest", "versions", "machine", "machine_resource", "commit_id", "build_key", "task_key", "build",
+           "measure", "execute", "effective_bindings", "measures_hardware", "is_timing", "Unavailable"]

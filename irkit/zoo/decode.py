@@ -1,0 +1,223 @@
+"""Prefill and decode entry points of the zoo's decoder LMs, with a static KV cache.
+
+Design note. A zoo decoder is built with its cache switched on, wrapped in
+transformers' ``TorchExportableModuleForDecoderOnlyLM`` (a ``StaticCache`` of
+``max_cache_len`` positions held as module buffers), and exported with
+``torch.export`` twice: once for a prompt of ``prompt_len`` tokens (prefill)
+and once for one token (decode).  The torch frontend imports the cache buffers
+the graph writes as function arguments and their new values as extra outputs
+aliased to them, so both functions read::
+
+    (input_ids: [B, S] i64, cache_position: [S] i64, <cache args>...)
+        -> (logits: [B, S, V], <updated caches>...)   aliases = [[1, a1], [2, a2], ...]
+
+(the cache arguments may come in any position; :class:`DecodeModel` finds them
+by the aliases).  The position is a run-time value, so the decode function is
+compiled once and serves every position up to ``max_cache_len``.  Prefill and
+decode have the same cache arguments, so a generation loop hands the caches from
+one to the other.
+
+Tested with transformers 5.24.0 and torch 2.13.0.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from irkit.errors import IrkitError
+from irkit.ir.core import Module
+from irkit.zoo.build import Size, ZooError, _quiet_transformers, entry, make_config
+
+DECODERS: tuple[str, ...] = ("gpt2", "llama", "mistral", "qwen2", "gemma", "phi3")
+"""The zoo decoders the decode tests cover (every zoo entry of family ``decoder`` is accepted)."""
+
+
+class NoCacheError(IrkitError):
+    """A module given for generation has no KV-cache state (no aliased or paired outputs)."""
+
+
+@dataclass
+class DecodeRoles:
+    """Which argument of a prefill/decode function is what."""
+
+    ids: int
+    position: int
+    state: list[int]
+    """Cache arguments (aliased), in argument order."""
+    logits: int
+    """The output holding the logits."""
+    aliases: dict[int, int]
+    """Output -> argument."""
+
+    @staticmethod
+    def of(module: Module, what: str = "module") -> DecodeRoles:
+        """Find the roles by argument names (``input_ids``, ``cache_position``) and the aliases."""
+        from irkit.targets.base import module_aliases
+
+        fn = module.entry
+        aliases = module_aliases(module)
+        if not aliases:
+            raise NoCacheError(f"{what}: function @{fn.name} has no KV-cache state (no 'aliases' attribute: no output "
+                               "overwrites an argument); export the model with a static cache "
+                               "(irkit.zoo.decode, or transformers' TorchExportableModuleForDecoderOnlyLM)")
+        state = sorted(aliases.values())
+        rest = [i for i in range(len(fn.args)) if i not in aliases.values()]
+        names = {(fn.args[i].name or "").lower(): i for i in rest}
+        ids = next((i for n, i in names.items() if "input_ids" in n), None)
+        pos = next((i for n, i in names.items() if "position" in n), None)
+        ints = [i for i in rest if fn.args[i].dtype.is_int]
+        if ids is None:
+            ids = next((i for i in ints if fn.args[i].type.rank == 2), None)
+        if pos is None:
+            pos = next((i for i in ints if fn.args[i].type.rank == 1 and i != ids), None)
+        if ids is None or pos is None or len(rest) != 2:
+            got = ", ".join(f"{a.name or i}: {a.type}" for i, a in enumerate(fn.args) if i in rest)
+            raise NoCacheError(f"{what}: function @{fn.name} must take (input_ids [B, S] int, cache_position [S] int) "
+                               f"besides its cache arguments; it takes {got}")
+        outs = [o for o in range(len(fn.outputs)) if o not in aliases]
+        if len(outs) != 1:
+            raise NoCacheError(f"{what}: function @{fn.name} must return the logits and the updated caches; it has "
+                               f"{len(outs)} outputs that are not caches")
+        return DecodeRoles(ids, pos, state, outs[0], aliases)
+
+
+@dataclass
+class DecodeModel:
+    """A decoder LM as two irkit functions sharing one KV cache."""
+
+    name: str
+    decode: Module
+    prefill: Module | None = None
+    """Compiled for ``prompt_len`` tokens; None: prefill runs the decode function token by token."""
+    batch: int = 1
+    max_cache_len: int = 64
+    prompt_len: int | None = None
+    vocab: int = 0
+    torch_model: Any = None
+    """The transformers model the functions were exported from (None when imported from a file)."""
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def roles(self) -> DecodeRoles:
+        return DecodeRoles.of(self.decode, f"{self.name} (decode)")
+
+    def cache_bytes(self) -> int:
+        """Bytes of the KV-cache arguments (all layers, keys and values)."""
+        fn = self.decode.entry
+        total = 0
+        for i in self.roles.state:
+            t = fn.args[i].type
+            if t.rank >= 3:  # key/value caches; small bookkeeping buffers (lengths) are not the cache
+                total += int(np.prod(t.concrete_shape({}))) * fn.args[i].dtype.np.itemsize
+        return total
+
+    def weight_bytes(self) -> int:
+        """Bytes of the constants of the decode function (the weights)."""
+        from irkit.ir.core import Dense
+
+        total = 0
+        seen: set[int] = set()
+        for op in self.decode.entry.walk():
+            if op.name == "ik.constant":
+                v = op.attrs.get("value")
+                if isinstance(v, Dense) and id(v) not in seen:
+                    seen.add(id(v))
+                    total += int(np.prod(op.results[0].type.concrete_shape({}))) * op.results[0].dtype.np.itemsize
+        return total
+
+
+def build_lm(name: str, size: Size = "toy", seed: int = 0) -> Any:
+    """The transformers LM of zoo entry ``name`` with its cache on (eval mode, random weights)."""
+    import torch
+    import transformers
+
+    arch = entry(name)
+    if arch.family != "decoder":
+        raise ZooError(f"zoo '{name}' is a {arch.family} model; generation needs a decoder LM "
+                       f"(one of: {', '.join(decoder_names())})")
+    cfg = make_config(arch, size, attn="sdpa")
+    cfg.use_cache = True
+    cls = getattr(transformers, arch.model_class)
+    torch.manual_seed(seed)
+    with _quiet_transformers():
+        model = cls(cfg).eval()
+    return model
+
+
+def decoder_names() -> list[str]:
+    """Every zoo entry that is a decoder LM."""
+    from irkit.zoo.registry import ARCHITECTURES
+
+    return [a.name for a in ARCHITECTURES if a.family == "decoder"]
+
+
+def export_static(model: Any, batch: int, max_cache_len: int, seq: int) -> Any:
+    """torch.export of ``model`` wrapped with a static cache, for ``seq`` tokens per call."""
+    import torch
+    from transformers.integrations.executorch import TorchExportableModuleForDecoderOnlyLM
+
+    model.generation_config.cache_implementation = "static"
+    model.generation_config.use_cache = True
+    with _quiet_transformers(), _no_info_logs():
+        wrapped = TorchExportableModuleForDecoderOnlyLM(model, batch_size=batch, max_cache_len=max_cache_len)
+        ids = torch.zeros((batch, seq), dtype=torch.long)
+        pos = torch.arange(seq, dtype=torch.long)
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # dynamo's notes on transformers' output collectors
+            # strict (dynamo) export: the cache tensors come in as BUFFER inputs the graph writes; the
+            # non-strict tracer lifts the cache lengths as constants instead
+            return wrapped.export(input_ids=ids, cache_position=pos, strict=True)
+
+
+@contextlib.contextmanager
+def _no_info_logs() -> Any:
+    import logging
+
+    lg = logging.getLogger()
+    old = lg.level
+    lg.setLevel(max(old, logging.WARNING))
+    try:
+        yield
+    finally:
+        lg.setLevel(old)
+
+
+def import_static(ep: Any, what: str) -> Module:
+    """Import a static-cache program; the cache must come in as aliased state."""
+    from irkit.frontends.torch_export import import_exported_program
+
+    m = import_exported_program(ep, "main")
+    DecodeRoles.of(m, what)  # a clear error when the cache did not come in as state
+    return m
+
+
+def decode_model(name: str, size: Size = "toy", *, batch: int = 1, max_cache_len: int | None = None,
+                 prompt_len: int | None = 8, seed: int = 0) -> DecodeModel:
+    """Zoo decoder ``name`` as a :class:`DecodeModel`: a decode function (1 token) and, when
+    ``prompt_len`` is given, a prefill function for that many tokens.  ``max_cache_len`` defaults to
+    the model's position limit capped at 64 (toy) or 1024 (full)."""
+    model = build_lm(name, size, seed)
+    cfg = model.config
+    limit = getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None) or 1024
+    if max_cache_len is None:
+        max_cache_len = min(limit, 64 if size == "toy" else 1024)
+    if max_cache_len > limit:
+        raise ZooError(f"zoo '{name}': max_cache_len {max_cache_len} exceeds the model's {limit} positions")
+    if prompt_len is not None and not 1 <= prompt_len <= max_cache_len:
+        raise ZooError(f"zoo '{name}': prompt length {prompt_len} must be in 1..{max_cache_len}")
+    dec = import_static(export_static(model, batch, max_cache_len, 1), f"zoo:{name} decode")
+    pre = None
+    if prompt_len is not None and prompt_len > 1:
+        pre = import_static(export_static(model, batch, max_cache_len, prompt_len), f"zoo:{name} prefill")
+    vocab = int(getattr(cfg, "vocab_size", 0))
+    return DecodeModel(name, dec, pre, batch, max_cache_len, prompt_len, vocab, model,
+                       {"size": size, "seed": seed})
+
+
+__all__ = ["DECODERS", "DecodeModel", "DecodeRoles", "NoCacheError", "build_lm", "decode_model", "decoder_names",
+           "export_static", "import_static"]

@@ -1,0 +1,154 @@
+"""Sessions (resident, aliased state) and greedy generation with a KV cache.
+
+Sessions are checked against the interpreter's stateful run; generation against
+transformers' own ``model.generate(..., do_sample=False)`` (dynamic cache, eager
+PyTorch): the greedy tokens must be identical.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from irkit.errors import IrkitError
+from irkit.interp import run_function_stateful
+from irkit.ir.aliases import set_aliases
+from irkit.ir.builder import module_of, new_function
+from irkit.ir.types import DType, TensorType
+from irkit.targets.base import lower_for_session
+from irkit.targets.registry import get_target
+
+COMPILED = ["ort", "tvm-llvm"]
+
+
+def _ring_module():
+    """A step of a ring buffer: write ``v`` at column ``pos`` of the state and return a weighted
+    sum of the updated state (so every output depends on all previous writes)."""
+    f, b = new_function("main", [TensorType((2, 6), DType.f32), TensorType((2,), DType.i64),
+                                 TensorType((2, 1), DType.f32), TensorType((6, 3), DType.f32)],
+                        ["cache", "starts", "v", "w"])
+    new = b.dynamic_update_slice(f.args[0], f.args[2], f.args[1])
+    y = b.matmul(new, f.args[3])
+    b.ret(y, new)
+    set_aliases(f, {1: 0})
+    return module_of(f)
+
+
+def _ring_steps(rng, n=7):
+    return [(np.array([0, k % 6]), rng.standard_normal((2, 1)).astype(np.float32)) for k in range(n)]
+
+
+@pytest.mark.parametrize("target", ["reference", *COMPILED])
+def test_session_state_matches_interpreter(target):
+    m = _ring_module()
+    rng = np.random.default_rng(1)
+    cache0 = rng.standard_normal((2, 6)).astype(np.float32)
+    w = rng.standard_normal((6, 3)).astype(np.float32)
+    tg = get_target(target)
+    sess = tg.open_session(lower_for_session(tg, m))
+    sess.bind(0, cache0)
+    sess.bind(3, w)
+    state = {0: cache0.astype(np.float64)}
+    for starts, v in _ring_steps(rng):
+        want = run_function_stateful(m, [None, starts, v, w.astype(np.float64)], state, float64=True)
+        (got,) = sess.run([None, starts, v, None], fetch=[0])
+        np.testing.assert_allclose(got, want[0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(sess.read(0), state[0], rtol=1e-6, atol=1e-6)
+    # all outputs when fetch is not given; an explicit array for the aliased argument restarts the state
+    outs = sess.run([cache0, np.array([0, 2]), np.ones((2, 1), np.float32), None])
+    assert len(outs) == 2 and outs[1][0, 2] == 1.0 and outs[1][0, 3] == cache0[0, 3]
+    np.testing.assert_allclose(sess.read(0), outs[1])
+
+
+def test_session_errors_are_one_line():
+    m = _ring_module()
+    tg = get_target("reference")
+    sess = tg.open_session(lower_for_session(tg, m))
+    with pytest.raises(IrkitError, match=r"argument 0 \('cache'\) is None but has no resident value") as e:
+        sess.run([None, np.array([0, 0]), np.ones((2, 1), np.float32), np.ones((6, 3), np.float32)])
+    assert "\n" not in str(e.value)
+    with pytest.raises(IrkitError, match=r"argument 2 \('v'\) has shape \(3, 1\), the artifact was compiled for"):
+        sess.bind(2, np.ones((3, 1), np.float32))
+    with pytest.raises(IrkitError, match="no argument 9"):
+        sess.read(9)
+
+
+# ---------------------------------------------------------------- generation vs transformers
+
+def _hf_greedy(model, prompt, n):
+    import torch
+
+    with torch.no_grad():
+        out = model.generate(torch.tensor(prompt), max_new_tokens=n, min_new_tokens=n, do_sample=False,
+                             pad_token_id=0)
+    return out[:, prompt.shape[1]:].numpy()
+
+
+_DM_CACHE: dict = {}
+
+
+def _decoder(name, batch=1, prompt_len=5):
+    from irkit.zoo.decode import decode_model
+
+    key = (name, batch, prompt_len)
+    if key not in _DM_CACHE:
+        _DM_CACHE[key] = decode_model(name, "toy", batch=batch, max_cache_len=48, prompt_len=prompt_len)
+    return _DM_CACHE[key]
+
+
+def _prompt(vocab, batch, plen, seed=3):
+    return np.random.default_rng(seed).integers(1, vocab, size=(batch, plen), dtype=np.int64)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+@pytest.mark.parametrize("target", ["reference", "ort"])
+def test_greedy_matches_transformers(name, target):
+    from irkit.generate import generate
+
+    dm = _decoder(name)
+    prompt = _prompt(dm.vocab, 1, 5)
+    want = _hf_greedy(dm.torch_model, prompt, 8)
+    r = generate(dm, target, prompt, 8)
+    np.testing.assert_array_equal(r.tokens, want)
+    assert r.info["prefill"] == "prefill" and len(r.step_seconds) == 7 and r.ttft_seconds > 0
+
+
+def test_greedy_token_by_token_prefill_and_batch():
+    """A decode function alone (the prompt fed one token a step), batch 2 with different rows."""
+    from irkit.generate import generate
+
+    dm = _decoder("llama", batch=2, prompt_len=None)
+    assert dm.prefill is None
+    prompt = _prompt(dm.vocab, 2, 4, seed=5)
+    r = generate(dm.decode, "tvm-llvm", prompt, 6)
+    np.testing.assert_array_equal(r.tokens, _hf_greedy(dm.torch_model, prompt, 6))
+    assert r.info["prefill"] == "token-by-token"
+
+
+def test_generate_errors():
+    from irkit.generate import generate
+    from irkit.zoo.decode import NoCacheError
+
+    dm = _decoder("gpt2")
+    with pytest.raises(IrkitError, match="the cache holds 48"):
+        generate(dm, "reference", _prompt(dm.vocab, 1, 5), 60)
+    with pytest.raises(IrkitError, match="exported for batch 1, the prompt has 2 rows"):
+        generate(dm, "reference", _prompt(dm.vocab, 2, 5), 2)
+    with pytest.raises(NoCacheError, match="no KV-cache state"):
+        generate(module_of(new_function("f", [TensorType((1, 1), DType.i64)])[0]), "reference", [[1]], 1)
+
+
+ALL_TARGETS = ["reference", "ort", "tvm-llvm", "xla-cpu"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", ALL_TARGETS)
+@pytest.mark.parametrize("name", ["gpt2", "llama", "mistral", "qwen2", "gemma", "phi3"])
+def test_all_decoders_all_targets_32_tokens(name, target):
+    from irkit.generate import generate
+
+    dm = _decoder(name, prompt_len=8)
+    prompt = _prompt(dm.vocab, 1, 8, seed=7)
+    want = _hf_greedy(dm.torch_model, prompt, 32)
+    r = generate(dm, target, prompt, 32)
+    np.testing.assert_array_equal(r.tokens, want)
