@@ -60,16 +60,24 @@ def cpu_model() -> str:
 
 
 def _time_rounds(engines: dict[str, Callable[[], Any]], rounds: int, budget_s: float) -> dict[str, list[float]]:
+    """Interleaved rounds; in each, every engine runs a block of calls (about 5 ms of them) and every
+    call is a sample.  Blocks rather than single calls: an engine's thread pool spins for a while
+    after its last call, and on a small machine that would be charged to the next engine."""
     samples: dict[str, list[float]] = {k: [] for k in engines}
-    for fn in engines.values():  # warm-up
+    block: dict[str, int] = {}
+    for name, fn in engines.items():  # warm-up, and the block size
         fn()
+        t0 = time.perf_counter()
         fn()
+        block[name] = max(1, min(50, int(0.005 / max(time.perf_counter() - t0, 1e-6))))
     start = time.perf_counter()
     for r in range(rounds):
         for name, fn in engines.items():
-            t0 = time.perf_counter()
-            fn()
-            samples[name].append(time.perf_counter() - t0)
+            fn()  # the first call after another engine's block is not a sample
+            for _ in range(block[name]):
+                t0 = time.perf_counter()
+                fn()
+                samples[name].append(time.perf_counter() - t0)
         if r >= 4 and time.perf_counter() - start > budget_s:
             break
     return samples

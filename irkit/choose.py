@@ -264,13 +264,18 @@ def _measure_cpu(m: Module, bind: Mapping[str, int], cpu_targets: Sequence[str],
         try:
             art = t.lower(m, dict(bind))
             comp = art.compile_seconds or (time.perf_counter() - t0)
-            tm = measure(lambda: t.run(art, xs), warmup=1, repeats=repeats)
+            tm = measure(lambda t=t, art=art: t.run(art, xs), warmup=1, repeats=repeats)
         except Exception as e:  # noqa: BLE001 - a target that fails here is reported, the others still count
             first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-            notes.append(f"host-cpu B={bind.get('B')} S={bind.get('S')}: {name} failed ({type(e).__name__}: {first})")
-            continue
+            notes.append(f"host-cpu B={bind.get('B')} S={bind.get('S')}: {name} failed ({type(e).__name__}: {first}); "
+                         "the row is estimated from spec host-cpu, not measured (a target that fails on the "
+                         "inputs at this shape makes the others' timings suspect too)")
+            return None
         if best is None or tm.median < best[1]:
             best = (name, tm.median, comp)
+    if best is None:
+        notes.append(f"host-cpu: none of {', '.join(cpu_targets)} runs here (see `irkit list-targets`); "
+                     "estimated from spec host-cpu")
     return best
 
 
@@ -328,7 +333,7 @@ def evaluate(m: Module, *, model: str, hardware: Sequence[str], shapes: Sequence
                     kind, basis = "measured", f"measured on {tname} here (fastest of {', '.join(cpu_targets)})"
                     comp_basis = f"measured ({tname} here)"
                 else:
-                    basis += f" (none of {', '.join(cpu_targets)} ran it here)"
+                    basis += " (not measured here; see the note)"
             elif compile_here:
                 got2 = _compile_here(m, hw.name, bind)
                 if got2 is not None:
@@ -362,6 +367,13 @@ def evaluate(m: Module, *, model: str, hardware: Sequence[str], shapes: Sequence
                 per_call = row.gen_step_s if generate else latency
                 row.meets_budget = per_call is not None and per_call * 1e3 <= latency_budget_ms
             rep.rows.append(row)
+        shape_rows = [r for r in rep.rows if r.batch == b and r.seq == s]
+        if any(r.compile_s is not None for r in shape_rows) and any(r.compile_s is None for r in shape_rows):
+            none = sorted({r.hardware for r in shape_rows if r.compile_s is None})
+            note = (f"compile time counted as 0 for {', '.join(none)} (not measured; --compile-here compiles "
+                    "ahead of time for the TPUs), which favours them by the others' amortised compile")
+            if note not in rep.notes:
+                rep.notes.append(note)
         rep.picks.append(pick(rep.rows, b, s, specs, m, generate, latency_budget_ms))
     return rep
 
@@ -409,7 +421,16 @@ def pick(rows: Sequence[ChoiceRow], b: int, s: int, specs: Mapping[str, Any], m:
     lat2 = r2.gen_step_s if generate else r2.latency_s
     where = f"{bound}-bound at B={b} S={s}" + (" (decode step)" if generate else f" ({100 * share:.0f}% of its time)")
     pw, p2 = per_dollar(w), per_dollar(r2)
-    if pw >= p2:
+
+    def run_cost(r: ChoiceRow) -> float:  # the cost without the compile
+        return r.price_usd_per_hour / 3600.0 * math.ceil(r.requests / r.batch) * r.latency_s / r.requests * 1e6  # type: ignore[operator]
+
+    if not generate and run_cost(r2) < run_cost(w):
+        why = (f"{r2.hardware} runs cheaper ({run_cost(r2):.4g} vs {run_cost(w):.4g} without the compile) but its "
+               f"{r2.compile_s or 0:.3g} s compile ({r2.compile_basis}) amortised over {r2.requests} requests "
+               "costs more" + (f"; {w.hardware}'s compile was not measured and counts as 0"
+                               if w.compile_s is None else ""))
+    elif pw >= p2:
         why = (f"{what} per dollar wins: {w.hardware} {fmt.format(pw)} vs {r2.hardware} {fmt.format(p2)}")
     else:
         why = (f"{r2.hardware} has more {what} per dollar ({fmt.format(p2)} vs {fmt.format(pw)}) but reaches "
@@ -463,5 +484,18 @@ def plot(rep: ChoiceReport, path: str) -> str:
     return path
 
 
-__all__ = ["ChoiceReport", "ChoiceRow", "EXAMPLE_PRICES", "Pick", "Price", "evaluate", "kv_cache_bytes",
-           "load_price_file", "parse_hardware", "pick", "plot", "price_of", "weight_bytes"]
+__all__ = [
+    "EXAMPLE_PRICES",
+    "ChoiceReport",
+    "ChoiceRow",
+    "Pick",
+    "Price",
+    "evaluate",
+    "kv_cache_bytes",
+    "load_price_file",
+    "parse_hardware",
+    "pick",
+    "plot",
+    "price_of",
+    "weight_bytes",
+]

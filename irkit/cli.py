@@ -208,7 +208,7 @@ def load_inputs(path: str | None, fn: Any, seed: int, bind: dict[str, int] | Non
             drawn.append(n)
             out.append(r)
     if drawn:
-        sys.stderr.write(f"irkit: warning: {path} has no {', '.join(drawn)}; drawn at random with --seed {seed}\n")
+        sys.stderr.write(f"irkit: warning: {path} has no {', '.join(drawn)}; drawn at random (seed {seed})\n")
     try:
         bind_symbols(fn, out)
     except ValueError as e:
@@ -492,6 +492,8 @@ def build_parser() -> argparse.ArgumentParser:
     _load_extra_commands()
     p = _Parser(prog="irkit", description="irkit: a compiler-IR workbench for Transformer graphs")
     p.add_argument("--version", action="version", version=f"irkit {irkit.__version__}")
+    p.add_argument("--verbose", dest="global_verbose", action="store_true",
+                   help="keep the native libraries' own output (JAX, libtpu, CUDA plugins) on stderr")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, (add, _, help) in COMMANDS.items():
         sp = sub.add_parser(name, help=help, description=help)
@@ -508,6 +510,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     _, run, _ = COMMANDS[args.command]
+    if args.global_verbose:
+        os.environ["IRKIT_VERBOSE"] = "1"
     try:
         return int(run(args) or 0)
     except KeyboardInterrupt:
@@ -553,4 +557,8 @@ def _one_line(s: str) -> str:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # Run as ``python -m irkit.cli``: this module is ``__main__``, while irkit/commands/* register
+    # into ``irkit.cli.COMMANDS``; dispatch through that module so every command is known.
+    from irkit.cli import main as _main
+
+    raise SystemExit(_main())

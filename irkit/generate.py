@@ -33,6 +33,7 @@ import numpy as np
 
 from irkit.errors import IrkitError
 from irkit.ir.core import Module
+from irkit.ir.types import eval_dim
 
 
 class GenerateError(IrkitError):
@@ -72,8 +73,9 @@ class CompiledDecoder:
 
     target: Any
     decode: Any
-    """Artifact of the decode function."""
+    """Artifact of the decode function (one token per call)."""
     prefill: Any | None
+    """Artifact of the prefill function, for ``prompt_len`` tokens (None: token by token)."""
     roles: Any
     prefill_roles: Any | None
     prompt_len: int | None
@@ -99,8 +101,24 @@ def _as_pair(model: Any) -> tuple[Module, Module | None, str]:
                         f"{type(model).__name__}")
 
 
-def compile_decoder(model: Any, target: Any) -> CompiledDecoder:
-    """Lower the decode (and prefill) function of ``model`` for ``target`` (a name or a Target)."""
+def _seq_bindings(module: Module, roles: Any, n: int) -> dict[str, int] | None:
+    """Bindings that make the function take ``n`` tokens per call, or None when it takes another fixed count."""
+    fn = module.entry
+    d = fn.args[roles.ids].type.shape[1]
+    syms = sorted(fn.args[roles.ids].type.symbols)
+    if not syms:
+        return {} if d == n else None
+    if len(syms) != 1 or syms[0] not in fn.args[roles.position].type.symbols:
+        return None
+    from irkit.interp import default_bindings
+
+    b = default_bindings(fn, {syms[0]: n})
+    return b if eval_dim(d, b) == n else None
+
+
+def compile_decoder(model: Any, target: Any, prompt_len: int | None = None) -> CompiledDecoder:
+    """Lower the decode function of ``model`` (and its prefill function for ``prompt_len`` tokens, where
+    it has one that takes that many) for ``target`` (a name or a Target)."""
     from irkit.targets.base import lower_for_session
     from irkit.targets.registry import get_target
     from irkit.zoo.decode import DecodeRoles
@@ -112,30 +130,32 @@ def compile_decoder(model: Any, target: Any) -> CompiledDecoder:
     dec, pre, name = _as_pair(model)
     roles = DecodeRoles.of(dec, f"{name} (decode)")
     fn = dec.entry
-    ids_shape = fn.args[roles.ids].type.concrete_shape({})
-    if ids_shape[1] != 1:
-        raise GenerateError(f"generate: the decode function of {name} takes {ids_shape[1]} tokens per call; "
-                            "it must take 1 (export it with seq length 1)")
+    db = _seq_bindings(dec, roles, 1)
+    if db is None:
+        raise GenerateError(f"generate: the decode function of {name} takes {fn.args[roles.ids].type} token ids; "
+                            "it must take 1 token per call (export it with seq length 1 or a symbolic length)")
+    ids_shape = fn.args[roles.ids].type.concrete_shape(db)
     batch = ids_shape[0]
-    state_types = {i: (tuple(fn.args[i].type.concrete_shape({})), fn.args[i].dtype.np) for i in roles.state}
+    state_types = {i: (tuple(fn.args[i].type.concrete_shape(db)), fn.args[i].dtype.np) for i in roles.state}
     cache_len = max((s[2] for s, _ in state_types.values() if len(s) >= 3), default=0)
-    pre_roles = None
     t0 = time.perf_counter()
-    dec_art = lower_for_session(tg, dec)
-    pre_art = None
-    plen = None
-    if pre is not None:
+    dec_art = lower_for_session(tg, dec, db)
+    pre_art = pre_roles = None
+    if pre is not None and prompt_len is not None and prompt_len > 1:
         pre_roles = DecodeRoles.of(pre, f"{name} (prefill)")
-        pfn = pre.entry
-        pshape = pfn.args[pre_roles.ids].type.concrete_shape({})
-        plen = pshape[1]
-        pstate = {i: (tuple(pfn.args[i].type.concrete_shape({})), pfn.args[i].dtype.np) for i in pre_roles.state}
-        if sorted(pstate.values(), key=str) != sorted(state_types.values(), key=str) or pshape[0] != batch:
-            raise GenerateError(f"generate: the prefill and decode functions of {name} have different caches or "
-                                "batch sizes; export both from the same model and cache")
-        pre_art = lower_for_session(tg, pre)
+        pb = _seq_bindings(pre, pre_roles, prompt_len)
+        if pb is not None:
+            pfn = pre.entry
+            pstate = {i: (tuple(pfn.args[i].type.concrete_shape(pb)), pfn.args[i].dtype.np)
+                      for i in pre_roles.state}
+            if (sorted(map(str, pstate.values())) != sorted(map(str, state_types.values()))
+                    or pfn.args[pre_roles.ids].type.concrete_shape(pb)[0] != batch):
+                raise GenerateError(f"generate: the prefill and decode functions of {name} have different caches "
+                                    "or batch sizes; export both from the same model and cache")
+            pre_art = lower_for_session(tg, pre, pb)
     dt = time.perf_counter() - t0
-    return CompiledDecoder(tg, dec_art, pre_art, roles, pre_roles, plen, batch, cache_len, state_types, dt)
+    return CompiledDecoder(tg, dec_art, pre_art, roles, pre_roles if pre_art else None,
+                           prompt_len if pre_art else None, batch, cache_len, state_types, dt)
 
 
 def _prompt(prompt_ids: Any, batch: int | None, want_batch: int) -> np.ndarray:
@@ -156,9 +176,10 @@ def generate(model: Any, target: Any, prompt_ids: Any, new_tokens: int, batch: i
     ``batch`` times).  ``model``: a :class:`irkit.zoo.decode.DecodeModel`, a decode Module, or a
     ``(prefill, decode)`` pair; ``target``: a target name or object (or give ``compiled``, from
     :func:`compile_decoder`, to reuse the lowering)."""
-    c = compiled or compile_decoder(model, target)
     if new_tokens < 1:
         raise GenerateError(f"generate: new tokens must be >= 1, got {new_tokens}")
+    plen0 = np.asarray(prompt_ids).shape[-1]
+    c = compiled or compile_decoder(model, target, plen0)
     p = _prompt(prompt_ids, batch, c.batch)
     plen = p.shape[1]
     if c.max_cache_len and plen + new_tokens - 1 > c.max_cache_len:

@@ -42,6 +42,15 @@ class Pass:
 
     name: ClassVar[str] = ""
 
+    exact: ClassVar[bool] = False
+    """True when the pass never changes a number: every output is bit-identical before and
+    after (``cse``, ``dce``).  The property tests compare such passes bitwise, others against
+    the float64 reference within tolerance."""
+
+    rounds_ops: ClassVar[tuple[str, ...]] = ()
+    """IR ops the pass computes in a narrower precision on purpose (``mixed-precision``): the
+    numeric checks allow for that rounding, amplified by the program's own conditioning."""
+
     def run(self, module: Module, ctx: PassContext) -> bool:
         """Transform ``module`` in place; return True if anything changed."""
         raise NotImplementedError

@@ -79,6 +79,11 @@ class AssignLayout(Pass):
     min_dim: int = 16
     """Leave dims smaller than this alone (padding a tiny dim to 128 wastes more than it saves)."""
 
+    def check_options(self) -> None:
+        super().check_options()
+        if self.min_dim < 1:
+            raise ValueError(f"min-dim must be >= 1, got {self.min_dim}")
+
     def run(self, module: Module, ctx: PassContext) -> bool:
         from irkit.targets.costmodel.tiling import layout_tile
         from irkit.targets.hwspec import load_spec

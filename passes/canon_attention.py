@@ -343,23 +343,24 @@ class ContractToMatmul(Pattern):
     name = "contract-to-matmul"
     roots = ("ik.contract",)
 
-    def match(self, op: Op) -> Match | None:
+    def match(self, op: Op) -> Match | Fail:
         lb, rb = tuple(op.attrs.get("lhs_batch", ())), tuple(op.attrs.get("rhs_batch", ()))
         lc, rc = tuple(op.attrs["lhs_contract"]), tuple(op.attrs["rhs_contract"])
         if op.attrs.get("tile") is not None or op.attrs.get("dataflow") is not None:
-            return None
+            return Fail("the contraction is already tiled or scheduled (a tile or dataflow attribute)", op)
         x, y = op.operands
         if len(lc) != 1:
-            return None
+            return Fail(f"it contracts {len(lc)} axes; a matmul contracts one", op)
         lf = [i for i in range(x.type.rank) if i not in lb and i not in lc]
         rf = [i for i in range(y.type.rank) if i not in rb and i not in rc]
         if lb and len(lf) == 1 and len(rf) == 1:
             if tuple(x.type.shape[i] for i in lb) != tuple(y.type.shape[i] for i in rb):
-                return None
+                return Fail("the batch dims of the two operands differ", op)
             return Match(lperm=lb + (lf[0],) + lc, rperm=rb + rc + (rf[0],))
         if not lb and y.type.rank == 2 and len(lf) >= 1 and len(rf) == 1:
             return Match(lperm=tuple(lf) + lc, rperm=rc + (rf[0],))
-        return None
+        return Fail("not a batched matrix product (one free dim per side, or no batch dims and a rank-2 "
+                    "right operand)", op)
 
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
         x = transposed(rw, op, op.operand(0), m["lperm"])
@@ -386,10 +387,10 @@ class BatchReshapeOutOfMatmul(Pattern):
     def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
         return "ik.reshape" in producers
 
-    def match(self, op: Op) -> Match | None:
+    def match(self, op: Op) -> Match | Fail:
         x, y = op.operands
         if x.type.rank != 3 or y.type.rank != 3 or x.type.shape[0] != y.type.shape[0]:
-            return None
+            return Fail("not a 3-D matmul with equal batch dims", op)
         n = x.type.shape[0]
         for v in (x, y):
             r = op_is(v, "ik.reshape")
@@ -401,7 +402,7 @@ class BatchReshapeOutOfMatmul(Pattern):
                 lead = lead[1:]
             if len(lead) >= 2 and tuple(z.type.shape[-2:]) == tuple(v.type.shape[-2:]) and dim_prod(lead) == n:
                 return Match(lead=lead)
-        return None
+        return Fail("no operand is a reshape that merges leading batch dims into the batch dim", op)
 
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
         lead = m["lead"]
@@ -429,23 +430,23 @@ class TransposeThroughBatchReshape(Pattern):
     def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
         return producers[:1] == ("ik.transpose",)
 
-    def match(self, op: Op) -> Match | None:
+    def match(self, op: Op) -> Match | Fail:
         t = op_is(op.operand(0), "ik.transpose")
         if t is None or t.attrs["perm"][0] != 0:
-            return None
+            return Fail("the operand is not a transpose that keeps axis 0", op)
         inner = op_is(t.operand(0), "ik.reshape")
         if inner is None:
-            return None
+            return Fail("the transpose's operand is not a reshape", t)
         x = inner.operand(0)
         flat = inner.results[0].type.shape
         rest = len(flat) - 1
         lead = x.type.shape[: x.type.rank - rest]
         if not lead or tuple(x.type.shape[len(lead):]) != tuple(flat[1:]) or dim_prod(lead) != flat[0]:
-            return None
+            return Fail("the inner reshape does not flatten leading dims into axis 0", inner)
         perm = tuple(t.attrs["perm"])
         out = tuple(lead) + tuple(t.results[0].type.shape[1:])
         if tuple(op.results[0].type.shape) != out:
-            return None
+            return Fail("the outer reshape does not unflatten the same leading dims", op)
         k = len(lead)
         return Match(x=x, perm=tuple(range(k)) + tuple(p - 1 + k for p in perm[1:]))
 
@@ -468,20 +469,20 @@ class ProbsOnLeft(Pattern):
     def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
         return producers[1:2] == ("ik.transpose",)
 
-    def match(self, op: Op) -> Match | None:
+    def match(self, op: Op) -> Match | Fail:
         a, b = op.operands
         r = b.type.rank
         t = op_is(b, "ik.transpose")
         if t is None or r < 2 or tuple(t.attrs["perm"]) != tuple(range(r - 2)) + (r - 1, r - 2):
-            return None
+            return Fail("the right operand is not a transpose of the last two axes", op)
         p = t.operand(0)
         src = p.producer
         while src is not None and is_float_cast(src):
             src = src.operand(0).producer
         if src is None or src.name != "ik.softmax" or not softmax_axis_is_last(src):
-            return None
+            return Fail("the transposed operand is not a softmax over the last axis", t)
         if a.type.rank != r:
-            return None
+            return Fail("the operands' ranks differ", op)
         return Match(p=p)
 
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
@@ -510,16 +511,16 @@ class ReduceKeepdims(Pattern):
     def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
         return producers[:1] != () and producers[0] in _REDUCE
 
-    def match(self, op: Op) -> Match | None:
+    def match(self, op: Op) -> Match | Fail:
         red = op_is(op.operand(0), *_REDUCE)
         if red is None or red.attrs.get("keepdims", False):
-            return None
+            return Fail("the operand is not a reduction without keepdims", op)
         x = red.operand(0)
         axes = red.attrs.get("axes") or tuple(range(x.type.rank))
         axes = {normalize_axis(a, x.type.rank) for a in axes}
         want = tuple(1 if i in axes else d for i, d in enumerate(x.type.shape))
         if tuple(op.results[0].type.shape) != want:
-            return None
+            return Fail("the reshape does not re-insert exactly the reduced axes as 1", op)
         return Match(red=red)
 
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
@@ -541,25 +542,25 @@ class SumDivToMean(Pattern):
     def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
         return producers == ("ik.reduce_sum", "ik.constant")
 
-    def match(self, op: Op) -> Match | None:
+    def match(self, op: Op) -> Match | Fail:
         s, c = op.operands
         red = op_is(s, "ik.reduce_sum")
         f = scalar_factor(c, s)
         if red is None or f is None or not s.type.dtype.is_float:
-            return None
+            return Fail("not a float reduce_sum scaled by a scalar constant", op)
         x = red.operand(0)
         axes = red.attrs.get("axes") or tuple(range(x.type.rank))
         n = 1
         for a in axes:
             d = x.type.shape[normalize_axis(a, x.type.rank)]
             if not isinstance(d, int):
-                return None
+                return Fail(f"reduced dim {d} is symbolic", red)
             n *= d
         want = float(n) if op.name == "ik.div" else 1.0 / n
         if n == 0 or abs(f - want) > 1e-6 * abs(want):
-            return None
+            return Fail(f"the factor {f:g} is not 1/{n}, one over the number of reduced elements", op)
         if op.results[0].type != s.type:
-            return None
+            return Fail("the scaling broadcasts the sum to a larger shape", op)
         return Match(red=red)
 
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
@@ -590,9 +591,9 @@ class ImplicitBroadcast(Pattern):
     def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
         return "ik.broadcast" in producers or "ik.reshape" in producers
 
-    def match(self, op: Op) -> Match | None:
+    def match(self, op: Op) -> Match | Fail:
         if op.name not in _NARY_ELEMENTWISE:
-            return None
+            return Fail("not an n-ary elementwise op", op)
         new = list(op.operands)
         changed = False
         for i, v in enumerate(op.operands):
@@ -610,15 +611,15 @@ class ImplicitBroadcast(Pattern):
                     new[i] = x
                     changed = True
         if not changed:
-            return None
+            return Fail("no operand is a broadcast or a reshape that only prepends 1s", op)
         from irkit.ir.ops import OpError, infer_types
 
         try:
             got = infer_types(op.name, [v.type for v in new], op.attrs)
         except OpError:
-            return None
+            return Fail("without the broadcasts the operands do not broadcast together", op)
         if got != op.result_types:
-            return None
+            return Fail("dropping the broadcasts would change the result type", op)
         return Match(operands=new)
 
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
@@ -644,9 +645,9 @@ class SplatToScalar(Pattern):
     def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
         return "ik.constant" in producers
 
-    def match(self, op: Op) -> Match | None:
+    def match(self, op: Op) -> Match | Fail:
         if op.name not in _NARY_ELEMENTWISE:
-            return None
+            return Fail("not an n-ary elementwise op", op)
         types = [v.type for v in op.operands]
         changed = False
         for i, v in enumerate(op.operands):
@@ -659,15 +660,15 @@ class SplatToScalar(Pattern):
             types[i] = TensorType((), v.type.dtype)
             changed = True
         if not changed:
-            return None
+            return Fail("no operand is a splat constant of rank > 0", op)
         from irkit.ir.ops import OpError, infer_types
 
         try:
             got = infer_types(op.name, types, op.attrs)
         except OpError:
-            return None
+            return Fail("with rank-0 constants the operands do not broadcast together", op)
         if got != op.result_types:
-            return None
+            return Fail("rank-0 constants would change the result type", op)
         return Match(types=types)
 
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
@@ -702,15 +703,15 @@ class ScaleDivToMul(Pattern):
     def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
         return len(producers) == 2 and producers[1] == "ik.constant" and producers[0] != "ik.constant"
 
-    def match(self, op: Op) -> Match | None:
+    def match(self, op: Op) -> Match | Fail:
         x, c = op.operands
         f = scalar_factor(c, x)
         if f is None or f == 0 or not math.isfinite(f):
-            return None
+            return Fail("the divisor is not a finite non-zero scalar constant", op)
         if x.producer is not None and x.producer.name == "ik.constant":
-            return None
+            return Fail("the dividend is a constant (constant folding handles it)", op)
         if not (reaches_softmax(x) or feeds_scores_contraction(op.results[0])):
-            return None
+            return Fail("the division is not on the attention scores path", op)
         return Match(f=f)
 
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
@@ -730,18 +731,18 @@ class ScaleCombine(Pattern):
     def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
         return producers == ("ik.mul", "ik.constant")
 
-    def match(self, op: Op) -> Match | None:
+    def match(self, op: Op) -> Match | Fail:
         inner, c = op.operands
         b = scalar_factor(c, inner)
         p = op_is(inner, "ik.mul")
         if b is None or p is None or not p.results[0].has_one_use:
-            return None
+            return Fail("not a scalar multiple of a single-use mul", op)
         x, c2 = p.operands
         a = scalar_factor(c2, x)
         if a is None or x.type != inner.type:
-            return None
+            return Fail("the inner mul is not by a scalar constant of the same type", p)
         if not (reaches_softmax(op.results[0]) or feeds_scores_contraction(op.results[0])):
-            return None
+            return Fail("the product is not on the attention scores path", op)
         return Match(x=x, f=a * b)
 
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
@@ -761,18 +762,18 @@ class ScaleThroughShape(Pattern):
     def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
         return producers[:1] == ("ik.mul",)
 
-    def match(self, op: Op) -> Match | None:
+    def match(self, op: Op) -> Match | Fail:
         p = op_is(op.operand(0), "ik.mul")
         if p is None:
-            return None
+            return Fail("the operand is not a mul", op)
         if op.name == "ik.cast" and not is_float_cast(op):
-            return None
+            return Fail("the cast is not between float types", op)
         x, c = p.operands
         f = scalar_factor(c, x)
         if f is None or x.type != p.results[0].type:
-            return None
+            return Fail("the mul is not by a scalar constant of the same type", p)
         if not (feeds_scores_contraction(op.results[0]) or reaches_softmax(op.results[0])):
-            return None
+            return Fail("the result does not feed the attention scores", op)
         return Match(x=x, f=f)
 
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
@@ -797,7 +798,7 @@ class ScaleOutOfScores(Pattern):
     def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
         return "ik.mul" in producers
 
-    def match(self, op: Op) -> Match | None:
+    def match(self, op: Op) -> Match | Fail:
         f = 1.0
         new = list(op.operands)
         found = False
@@ -812,8 +813,10 @@ class ScaleOutOfScores(Pattern):
             f *= s
             new[i] = x
             found = True
-        if not found or not is_scores_contraction(op):
-            return None
+        if not found:
+            return Fail("no operand is a mul by a scalar constant of the same type", op)
+        if not is_scores_contraction(op):
+            return Fail("the product is not the attention scores (Q·Kᵀ feeding a softmax)", op)
         return Match(operands=new, f=f)
 
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
@@ -848,12 +851,12 @@ class WhereNot(Pattern):
     def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
         return producers[:1] == ("ik.not",)
 
-    def match(self, op: Op) -> Match | None:
+    def match(self, op: Op) -> Match | Fail:
         c, x, y = op.operands
         if op_is(c, "ik.not") is None:
-            return None
+            return Fail("the condition is not a not", op)
         if is_mask_fill(float_splat(y)) and not is_mask_fill(float_splat(x)):
-            return None  # already the canonical masked_fill orientation
+            return Fail("already the canonical masked_fill orientation (the mask fill on the else side)", op)  # already the canonical masked_fill orientation
         return Match()
 
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
@@ -872,11 +875,11 @@ class MaskFillOnElse(Pattern):
     def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
         return producers[1:2] == ("ik.constant",)
 
-    def match(self, op: Op) -> Match | None:
+    def match(self, op: Op) -> Match | Fail:
         _c, x, y = op.operands
         if is_mask_fill(float_splat(x)) and not is_mask_fill(float_splat(y)):
             return Match()
-        return None
+        return Fail("the then side is not a mask fill, or both sides are", op)
 
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
         c, x, y = op.operands
@@ -897,15 +900,15 @@ class NotCompare(Pattern):
     def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
         return producers[:1] != () and (producers[0] in self._EXACT or producers[0] in self._INT)
 
-    def match(self, op: Op) -> Match | None:
+    def match(self, op: Op) -> Match | Fail:
         p = op.operand(0).producer
         if p is None:
-            return None
+            return Fail("the operand is a function argument, not a comparison", op)
         if p.name in self._EXACT:
             return Match(name=self._EXACT[p.name])
         if p.name in self._INT and not p.operand(0).type.dtype.is_float:
             return Match(name=self._INT[p.name])
-        return None
+        return Fail("the operand is not eq/ne or an integer ordering comparison (with NaN, not(lt) is not ge)", op)
 
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
         p = op.operand(0).producer
@@ -923,15 +926,15 @@ class MergeWhereMasks(Pattern):
     def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
         return producers[1:] == ("ik.where", "ik.constant")
 
-    def match(self, op: Op) -> Match | None:
+    def match(self, op: Op) -> Match | Fail:
         a, inner, f = op.operands
         p = op_is(inner, "ik.where")
         fv = float_splat(f)
         if p is None or not is_mask_fill(fv) or not inner.has_one_use:
-            return None
+            return Fail("the then side is not a single-use where, or the else side is not a mask fill", op)
         b, x, f2 = p.operands
         if float_splat(f2) != fv or p.results[0].type != op.results[0].type:
-            return None
+            return Fail("the inner where fills with another value or has another type", p)
         return Match(a=a, b=b, x=x)
 
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
@@ -953,7 +956,7 @@ class AdditiveInfMask(Pattern):
     def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
         return "ik.where" in producers
 
-    def match(self, op: Op) -> Match | None:
+    def match(self, op: Op) -> Match | Fail:
         for i in (0, 1):
             x, a = op.operand(i), op.operand(1 - i)
             p = op_is(a, "ik.where")
@@ -967,7 +970,7 @@ class AdditiveInfMask(Pattern):
             if op.results[0].type.shape != _bshape(keep, x):
                 continue
             return Match(x=x, keep=keep, fill=fill)
-        return None
+        return Fail("no operand is where(keep, 0, -inf) added to a non-constant of the result's shape", op)
 
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
         fill = const_scalar(rw, op, -math.inf, m["x"].type.dtype)
@@ -995,7 +998,7 @@ class WhereBiasInside(Pattern):
     def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
         return "ik.where" in producers
 
-    def match(self, op: Op) -> Match | None:
+    def match(self, op: Op) -> Match | Fail:
         for i in (0, 1):
             w, b = op.operand(i), op.operand(1 - i)
             p = op_is(w, "ik.where")
@@ -1007,7 +1010,7 @@ class WhereBiasInside(Pattern):
             if b.producer is not None and b.producer.name == "ik.where" and float_splat(b.producer.operand(2)) == -math.inf:
                 continue
             return Match(keep=keep, x=x, b=b, fill=fill)
-        return None
+        return Fail("no operand is a single-use where(keep, x, -inf) plus a bias that is not a mask", op)
 
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
         s = emit_op(rw, op, "ik.add", m["x"], m["b"])
@@ -1033,18 +1036,18 @@ class OneMinusMaskTimesC(Pattern):
     def accepts(self, name: str, producers: tuple[str | None, ...]) -> bool:
         return len(producers) == 2 and producers[1] == "ik.constant" and producers[0] in ("ik.cast", "ik.sub")
 
-    def match(self, op: Op) -> Match | None:
+    def match(self, op: Op) -> Match | Fail:
         x, c = op.operands
         cv = float_splat(c)
         if cv is None or x.type != op.results[0].type:
-            return None
+            return Fail("not a mul by a float splat constant keeping the operand's type", op)
         p = x.producer
         if p is None:
-            return None
+            return Fail("the multiplied operand is a function argument", op)
         if p.name == "ik.cast" and p.operand(0).type.dtype.is_bool and is_mask_fill(cv):
             return Match(kind="bool-times-c", m=p.operand(0), c=cv)
         if p.name != "ik.sub":
-            return None
+            return Fail("the multiplied operand is neither cast(bool mask) times a mask value nor 1 - cast(mask)", op)
         a, b = p.operands
         if float_splat(a) == 1.0 and is_mask_fill(cv):
             cast = op_is(b, "ik.cast")
@@ -1054,7 +1057,7 @@ class OneMinusMaskTimesC(Pattern):
             cast = op_is(a, "ik.cast")
             if cast is not None and not cast.operand(0).type.dtype.is_float and cast.results[0].type == x.type:
                 return Match(kind="one-minus", m=cast.operand(0), c=-cv)
-        return None
+        return Fail("not (1 - cast(mask)) * C with C <= -1e4, nor (cast(mask) - 1) * C with C >= 1e4", op)
 
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
         dt = op.results[0].type.dtype
@@ -1123,22 +1126,22 @@ class RaiseSoftmax(Pattern):
             return "ik.reciprocal" in producers and "ik.exp" in producers
         return producers[:1] == ("ik.exp",)
 
-    def match(self, op: Op) -> Match | Fail | None:
+    def match(self, op: Op) -> Match | Fail:
         num, den = op.operands
         if op.name == "ik.mul":
             rp = op_is(den, "ik.reciprocal")
             if rp is None:
                 rp = op_is(num, "ik.reciprocal")
                 if rp is None:
-                    return None
+                    return Fail("neither operand is a reciprocal", op, near_miss=False)
                 num, den = den, num
             den = rp.operand(0)
         e = op_is(num, "ik.exp")
         if e is None:
-            return None
+            return Fail("the numerator is not an exp", op, near_miss=False)
         red = op_is(_peel_keepdims(den, num.type.rank), "ik.reduce_sum")
         if red is None:
-            return None
+            return Fail("the denominator is not a sum (a reduce_sum, maybe with keepdims)", op, near_miss=False)
         # From here on this is a softmax candidate: failures are worth explaining.
         if not same_value(red.operand(0), num):
             return Fail("the denominator sums a different tensor than the numerator's exp", red)

@@ -367,6 +367,11 @@ class Canonicalize(Pass):
     max_rewrites: int = 0
     """Bound on rewrites per function (0: 20 x ops + 1000)."""
 
+    def check_options(self) -> None:
+        super().check_options()
+        if self.max_rewrites < 0:
+            raise ValueError(f"max-rewrites must be >= 0 (0: 20 x ops + 1000), got {self.max_rewrites}")
+
     def run(self, module, ctx: PassContext) -> bool:
         rep = RewriteReport()
         changed = apply_patterns(module, canonicalization_patterns(), report=rep, explain=ctx.explain,

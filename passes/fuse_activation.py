@@ -205,9 +205,9 @@ class FuseActivationPattern(Pattern):
     roots = tuple(sorted(_SIGNATURE))
     explain = True
 
-    def match(self, sig: Op) -> Match | Fail | None:
+    def match(self, sig: Op) -> Match | Fail:
         if not sig.results[0].type.dtype.is_float:
-            return None
+            return Fail("the result is not a float", sig, near_miss=False)
         roots = _roots_from(sig)
         xs = _variables_of(sig)
         best: tuple[float, float, str, Op] | None = None
@@ -246,7 +246,7 @@ class FuseActivationPattern(Pattern):
         if rounding is not None:
             return rounding
         if best is None or best[0] > NEAR_MISS:
-            return None
+            return Fail("no expression around it computes GELU or SiLU, nor nearly", sig, near_miss=False)
         err, at, label, root = best
         return Fail(f"the expression uses {sig.name[3:]} but is not {label} (the closest): it differs by "
                     f"{err:.2g} (relative) at x={at:g}; check its constants "

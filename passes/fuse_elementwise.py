@@ -28,7 +28,7 @@ from irkit.passes.fuse_attention import run_fusion
 from irkit.ir.core import Graph, Location, Op, Value, clone_op
 from irkit.ir.ops import OPS
 from irkit.passmanager import Pass, PassContext, register_pass
-from irkit.rewrite import Match, NearMiss, Pattern, Rewriter, splat_constant
+from irkit.rewrite import Fail, Match, NearMiss, Pattern, Rewriter, splat_constant
 
 ACTIVATIONS = frozenset({"ik.gelu", "ik.silu", "ik.relu", "ik.tanh", "ik.sigmoid"})
 
@@ -89,9 +89,9 @@ class MatmulEpiloguePattern(Pattern):
     roots = ("ik.matmul",)
     benefit = 5
 
-    def match(self, op: Op) -> Match | None:
+    def match(self, op: Op) -> Match | Fail:
         if _in_region(op) or op.attrs.get("tile") is not None:
-            return None
+            return Fail("the matmul is inside a fused region or already tiled", op)
         chain: list[Op] = [op]
         cur = op.results[0]
         n_cols = op.results[0].type.shape[-1]
@@ -123,7 +123,7 @@ class MatmulEpiloguePattern(Pattern):
         while chain and chain[-1].name == "ik.reshape":
             chain.pop()
         if not (saw_bias or saw_act):
-            return None
+            return Fail("no bias add or activation follows the matmul", op)
         return Match(ops=chain)
 
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
@@ -140,12 +140,13 @@ class ElementwiseGroupPattern(Pattern):
     roots = ()
     benefit = 1
 
-    def match(self, op: Op) -> Match | None:
+    def match(self, op: Op) -> Match | Fail:
         if not _is_elementwise(op) or _in_region(op) or op.name == "ik.constant":
-            return None
+            return Fail("not an elementwise op outside a fused region", op)
         u = _only_user(op.results[0])
         if u is not None and _is_elementwise(u):
-            return None  # not the end of the chain: the consumer will take this op
+            # The consumer takes this op into its group.
+            return Fail(f"not the end of the chain: its only user '{u.name}' is elementwise", op)
         group: list[Op] = []
         seen: set[int] = set()
 
@@ -164,7 +165,7 @@ class ElementwiseGroupPattern(Pattern):
 
         take(op)
         if len(group) < 2:
-            return None
+            return Fail("no single-use elementwise producer to group with", op)
         return Match(ops=group)
 
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:

@@ -92,7 +92,7 @@ class FuseNormPattern(Pattern):
     explain = True
     benefit = 5
 
-    def match(self, op: Op) -> Match | Fail | None:
+    def match(self, op: Op) -> Match | Fail:
         d, den = op.operands
         if op.name == "ik.div":
             sq = op_is(den, "ik.sqrt")
@@ -102,7 +102,7 @@ class FuseNormPattern(Pattern):
                 d, den = den, d
                 sq = op_is(den, "ik.rsqrt")
         if sq is None:
-            return None
+            return Fail("the denominator is not a sqrt or an rsqrt", op, near_miss=False)
         inner = sq.operand(0)
         eps = 0.0
         eps_dtype = None
@@ -115,13 +115,13 @@ class FuseNormPattern(Pattern):
             else:
                 var_v = add.operand(0)
             if e is None:
-                return None
+                return Fail("the term added under the square root is not a float splat constant (an eps)", add, near_miss=False)
             eps = e
             eps_dtype = inner.type.dtype
         # A normalisation candidate from here: the denominator is sqrt(mean(...) + eps).
         vp = var_v.producer
         if vp is None or vp.name not in ("ik.reduce_mean", "ik.sub"):
-            return None
+            return Fail("the square root is not of a mean (a variance)", sq, near_miss=False)
         if eps < 0:
             return Fail(f"eps {eps:g} is negative", add)
         ops: list[Op] = [op, sq] + ([add] if add is not None else [])

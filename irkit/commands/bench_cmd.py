@@ -1,4 +1,5 @@
-"""``irkit bench``, ``irkit compare`` and ``irkit show``."""
+"""``irkit bench`` and ``irkit show``, and the per-op timing helpers ``irkit compare``
+(irkit/commands/compare_cmd.py) uses."""
 
 from __future__ import annotations
 
@@ -6,12 +7,18 @@ import argparse
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from irkit.cli import INPUT_HELP, add_pipeline_args, args_for, command, load_plugins, read_input_module
+from irkit.cli import (
+    INPUT_HELP,
+    add_pipeline_args,
+    args_for,
+    command,
+    load_plugins,
+    read_input_module,
+)
 from irkit.errors import InputError
 
 
@@ -155,8 +162,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import Progress
 
-    from irkit.bench import (BenchRow, KernelPoint, break_even, measure, parse_prices, peak_live_bytes,
-                             plot_all, price_for, rows_csv, rows_json)
+    from irkit.bench import (
+        BenchRow,
+        KernelPoint,
+        break_even,
+        measure,
+        parse_prices,
+        peak_live_bytes,
+        plot_all,
+        price_for,
+        rows_csv,
+        rows_json,
+    )
     from irkit.commands.targets_cmd import parse_bindings
     from irkit.fileio import atomic_write
     from irkit.interp import default_bindings, random_inputs
@@ -295,16 +312,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 130 if interrupted else 0
 
 
-def _compare_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("input", help=INPUT_HELP)
-    add_pipeline_args(p)
-    p.add_argument("--targets", required=True)
-    p.add_argument("--bind", help="values of symbolic dims, e.g. B=1,S=128")
-    p.add_argument("--artifacts", default="out/compare", help="folder for each target's `irkit lower` output")
-    p.add_argument("--markdown", dest="md_out", metavar="FILE")
-    p.add_argument("--seed", type=int, default=0)
-
-
 _HEAVY = ("ik.matmul", "ik.contract", "ik.attention", "ik.fused", "ik.conv2d", "ik.softmax", "ik.layer_norm",
           "ik.rms_norm", "ik.gelu", "ik.silu", "ik.gather")
 
@@ -345,87 +352,6 @@ def _measured_op_times(art: Any, xs: list[np.ndarray]) -> dict[str, float]:
     """Per-IR-op seconds from the artifact's own profiler, where its target has one (the interpreter
     op by op, onnxruntime's profiler, each PrimFunc call of TVM's VM, XLA CPU's thunk events)."""
     return _per_op(art.profiler(xs), art.kernels) if art.profiler is not None else {}
-
-
-@command("compare", "the same model side by side: each fused region's kernel on each target")
-@args_for(_compare_args)
-def cmd_compare(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.table import Table
-
-    from irkit.commands.targets_cmd import parse_bindings
-    from irkit.fileio import atomic_write
-    from irkit.interp import default_bindings, random_inputs
-    from irkit.targets.base import op_ids
-    from irkit.targets.estimate import estimate
-    from irkit.targets.registry import get_target
-    from irkit.text.printer import Printer
-
-    targets = [get_target(t.strip()) for t in args.targets.split(",") if t.strip()]  # before a slow import
-    m = _prepare(args)
-    b = default_bindings(m.entry, parse_bindings(args.bind))
-    xs = random_inputs(m.entry, args.seed, b)
-    ids = op_ids(m)
-    heavy = [op for op in m.entry.body if op.name in _HEAVY]
-    per_target: dict[str, dict[str, Any]] = {}
-    root = Path(args.artifacts)
-    for t in targets:
-        info: dict[str, Any] = {"kernels": {}, "est": {}, "meas": {}, "dir": None, "error": None}
-        av = t.availability()
-        if t.spec:
-            try:
-                info["est"] = {o.op: o for o in estimate(m, t.spec, b).ops}
-            except Exception as e:  # noqa: BLE001
-                info["error"] = f"estimate: {e}"
-        if av.can_compile:
-            try:
-                art = t.lower(m, b)
-                d = art.write(root / t.name)
-                atomic_write(d / "module.mlir", Printer().module(m))
-                info["dir"] = d
-                for k in art.kernels:
-                    for o in k.ir_ops:
-                        info["kernels"].setdefault(o, k)
-                if av.can_run:
-                    info["meas"] = _measured_op_times(art, xs)
-            except Exception as e:  # noqa: BLE001
-                info["error"] = f"lowering: {str(e).splitlines()[0][:160]}"
-        per_target[t.name] = info
-    tab = Table(title=f"irkit compare ({', '.join(t.name for t in targets)}), dims {b}")
-    tab.add_column("IR op")
-    tab.add_column("loc")
-    for t in targets:
-        tab.add_column(t.name)
-    md = ["| IR op | loc | " + " | ".join(t.name for t in targets) + " |", "|---|---|" + "---|" * len(targets)]
-    for op in heavy:
-        oid = ids[id(op)]
-        cells = []
-        for t in targets:
-            info = per_target[t.name]
-            k = info["kernels"].get(oid)
-            est = info["est"].get(oid)
-            meas = info["meas"].get(oid)
-            if meas is not None:
-                time_s = f"{meas * 1e6:.1f} µs measured"
-            elif est is not None:
-                time_s = f"{est.seconds * 1e6:.2f} µs estimated"
-            else:
-                time_s = "-"
-            parts = [k.name if k else "(no kernel)", time_s]
-            if est is not None:
-                parts.append(f"{est.flops / 1e6:.2f} MFLOP, {est.bytes / 1e6:.3f} MB, {est.bound}")
-            if k is not None and k.file and info["dir"] is not None:
-                parts.append(str(Path(info["dir"]) / k.file))
-            cells.append("\n".join(parts))
-        tab.add_row(oid, op.loc.short()[:40], *cells)
-        md.append(f"| {oid} | {op.loc.short()} | " + " | ".join(c.replace("\n", "<br>") for c in cells) + " |")
-    Console(width=None if sys.stdout.isatty() else 220).print(tab)
-    for name, info in per_target.items():
-        if info["error"]:
-            print(f"{name}: {info['error']}")
-    if args.md_out:
-        atomic_write(args.md_out, "\n".join(md) + "\n")
-    return 0
 
 
 def _show_args(p: argparse.ArgumentParser) -> None:

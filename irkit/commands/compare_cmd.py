@@ -209,7 +209,7 @@ def render_table(rows: list[tuple[str, int, list[Cell]]], totals: list[Cell], re
 
 
 def render_footer(results: list[TargetResult], locs: list[str], width: int) -> list[str]:
-    w = max(width, 60)
+    w = width
     out = [""]
     out += _wrap("times: m = measured here with the target's profiler (a kernel's time counts for every IR op it "
                  "implements); e = estimated from the cost model of the target's hardware spec (the reason is "
@@ -243,7 +243,7 @@ def render_footer(results: list[TargetResult], locs: list[str], width: int) -> l
 
 def render_long(ops: list[tuple[str, str]], cells: dict[str, list[Cell]], totals: list[Cell],
                 results: list[TargetResult], width: int) -> list[str]:
-    w = max(width, 60)
+    w = width
     nw = max(len(r.name) for r in results)
     out: list[str] = []
 
@@ -378,7 +378,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.format == "csv":
         sys.stdout.write(render_csv(ops, cells, totals, results))
     else:
-        lines = _wrap(title, max(width, 60), "  ")
+        lines = _wrap(title, width, "  ")
         if args.format == "long":
             lines += [""] + render_long(ops, cells, totals, results, width)
             lines += render_footer(results, [], width)[:-1]  # the locations are inline

@@ -118,8 +118,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     _positive("--new-tokens", args.new_tokens)
     _positive("--batch", args.batch)
-    plen = args.prompt_len if args.prompt_ids is None else len([t for t in args.prompt_ids.split(",") if t.strip()])
-    _positive("--prompt-len", plen)
+    plen = parse_prompt(args, 0).shape[1]  # a malformed prompt fails before the (slow) export
     dm = load_decoder(args.model, args, plen)
     vocab = getattr(dm, "vocab", 0)
     prompt = parse_prompt(args, vocab)
@@ -174,7 +173,7 @@ def bench_rows(dm: Any, targets: list[str], prompt: np.ndarray, new_tokens: int,
     rows: list[dict[str, Any]] = []
     for t in targets:
         tg = get_target(t)
-        c = compile_decoder(dm, tg)
+        c = compile_decoder(dm, tg, plen)
         generate(dm, tg, prompt, min(3, new_tokens), compiled=c)  # warm-up (first-call allocations)
         r = generate(dm, tg, prompt, new_tokens, compiled=c)
         dec = r.decode_tokens_per_second()

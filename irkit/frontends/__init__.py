@@ -46,6 +46,16 @@ def guess_format(source: str) -> str:
     raise FrontendError(f"{source}: cannot tell its format; pass --format torch|onnx|jax|stablehlo|hlo")
 
 
+def _check_dynamic_axes(inputs: Sequence[Any], dynamic: dict[str, int]) -> None:
+    """Refuse a ``--dynamic NAME=AXIS`` that names no axis of any input (else it is a no-op)."""
+    ranks = [len(x.shape) for x in inputs if hasattr(x, "shape")]
+    for n, ax in dynamic.items():
+        if not any(r > ax for r in ranks):
+            shown = ", ".join(str(r) for r in ranks) if ranks else "none (no tensor inputs)"
+            raise FrontendError(f"--dynamic {n}={ax}: axis {ax} is out of range; the inputs have ranks "
+                                f"{shown}; pass an axis below the largest rank")
+
+
 def _dynamic_shapes(inputs: Sequence[Any], dynamic: dict[str, int]) -> Any:
     """torch.export dynamic_shapes giving dim AXIS of every tensor input the name NAME."""
     import torch
@@ -119,6 +129,7 @@ def _import_source(source: str, format: str | None = None, dynamic: dict[str, in
         if is_torch_factory_result(result) and fmt in ("factory", "torch"):
             dyn = result[2] if len(result) == 3 else None
             if dyn is None and dynamic:
+                _check_dynamic_axes(result[1], dynamic)
                 dyn = _dynamic_shapes(result[1], dynamic)
             return import_torch_factory(result[0], result[1], dyn, name=name)
         if callable(result[0]) and fmt in ("factory", "jax", "stablehlo"):
@@ -126,6 +137,7 @@ def _import_source(source: str, format: str | None = None, dynamic: dict[str, in
 
             poly = result[2] if len(result) == 3 else None
             if poly is None and dynamic:
+                _check_dynamic_axes(result[1], dynamic)
                 poly = _polymorphic_shapes(result[1], dynamic)
             if fmt == "stablehlo":
                 import jax

@@ -54,6 +54,7 @@ from irkit.frontends.onnx_ops import (
     Unsupported,
     supported_ops,
 )
+from irkit.ir.aliases import set_cache_pairs
 from irkit.ir.builder import Builder, BuildError
 from irkit.ir.core import Function, Graph, Location, Module
 from irkit.ir.ops import OpError
@@ -256,6 +257,9 @@ class OnnxImporter(Emitter):
         fn = Function(self.fn_name, graph, Location(name=g.name) if g.name else None)
         fn.attrs["ik.source"] = "onnx"
         fn.attrs["ik.onnx_opset"] = self.lm.opset
+        pairs = cache_pairs(fn, [vi.name for vi in g.output])
+        if pairs:
+            set_cache_pairs(fn, pairs)
         m = Module([fn])
         verify(m)
         return m
@@ -460,6 +464,47 @@ class OnnxImporter(Emitter):
                                         f"computes {dim_str(got)}")
 
 
+_PAST = re.compile(r"(?:past_key_values|past_key_value|past)(?![a-z0-9])[._/]?(.*)", re.IGNORECASE)
+_PRESENT = re.compile(r"(?:present_key_values|present)(?![a-z0-9])[._/]?(.*)", re.IGNORECASE)
+
+
+def _cache_key(rest: str) -> str:
+    return ".".join(t for t in re.split(r"[^a-z0-9]+", rest.lower()) if t)
+
+
+def cache_pairs(fn: Function, output_names: Sequence[str]) -> dict[int, int]:
+    """``{output: arg}`` pairing each ``present.*`` output with its ``past_key_values.*`` argument.
+
+    Names match after the prefixes (``past_key_values.0.key`` and ``present.0.key``;
+    ``past.1.value``/``present.1.value``; ``past_key_values_key_cache_0`` and
+    ``present_key_cache_0``); the pair must agree on dtype and rank (the sequence
+    dim of ``present`` is longer: it is the concat of ``past`` and the new tokens, so
+    this is a pairing for a generation loop, not an alias).
+    """
+    pasts: dict[str, int] = {}
+    for i, nm in enumerate(fn.arg_names()):
+        mt = _PAST.fullmatch(nm)
+        if mt:
+            pasts.setdefault(_cache_key(mt.group(1)), i)
+    if not pasts:
+        return {}
+    out: dict[int, int] = {}
+    used: set[int] = set()
+    for o, nm in enumerate(output_names):
+        mt = _PRESENT.fullmatch(nm)
+        if not mt or o >= len(fn.outputs):
+            continue
+        a = pasts.get(_cache_key(mt.group(1)))
+        if a is None or a in used:
+            continue
+        ot, at = fn.outputs[o].type, fn.args[a].type
+        if ot.dtype != at.dtype or ot.rank != at.rank:
+            continue
+        out[o] = a
+        used.add(a)
+    return out
+
+
 def _attrs(n: Any, onnx: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for a in n.attribute:
@@ -514,7 +559,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["OnnxImporter", "import_onnx", "main", "supported_ops"]
+__all__ = ["OnnxImporter", "cache_pairs", "import_onnx", "main", "supported_ops"]
 
 
 if __name__ == "__main__":

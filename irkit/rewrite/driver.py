@@ -225,7 +225,7 @@ def _run(g: Graph, plan: _Plan, counts: tuple[list[int], list[int], list[int]], 
             tried[i] += 1
             m = p.match(op)
             if not m:
-                if explain and p.explain and isinstance(m, Fail):
+                if explain and p.explain and isinstance(m, Fail) and m.near_miss:
                     explained[(p.name, id(op))] = NearMiss(p.name, op, m.reason, m.op)
                 continue
             matched[i] += 1

@@ -18,10 +18,17 @@ from irkit.ir.core import Graph, Location, Op, Value
 
 @dataclass
 class Fail:
-    """Why a pattern did not match; ``op`` is where it looked when it gave up."""
+    """Why a pattern did not match; ``op`` is where it looked when it gave up.
+
+    Every pattern's ``match`` returns a :class:`Match` or a ``Fail`` with a reason,
+    never None.  ``near_miss=False`` marks an op that is not a candidate at all (a
+    ``tanh`` that is not part of any GELU spelling): ``--explain`` lists only near
+    misses, so it names the ops that almost fused without listing every other op.
+    """
 
     reason: str
     op: Op | None = None
+    near_miss: bool = True
 
     def __bool__(self) -> bool:  # a Fail is falsy, so `if m := p.match(op):` reads well
         return False

@@ -105,6 +105,13 @@ class InProcess(Executor):
 def _worker_main(conn: Any) -> None:
     """A pool worker: receive a job, send its outcome, until told to stop (None)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver handles ^C and stops us
+    # Deadlines start once the worker is up: import what every job needs first (seconds on a
+    # loaded machine), so a task's timeout is not spent on the interpreter's start.
+    import irkit.interp  # noqa: F401
+    import irkit.passmanager  # noqa: F401
+    import irkit.text.io  # noqa: F401
+
+    conn.send("ready")
     while True:
         try:
             payload = conn.recv()
@@ -122,6 +129,7 @@ class _Worker:
         self.proc.start()
         child.close()
         self.job: Job | None = None
+        self.ready = False
         self.deadline = 0.0
         self.started = 0.0
 
@@ -153,11 +161,9 @@ class LocalPool(Executor):
         queue: deque[Job] = deque(jobs)
         while len(self.pool) < self.workers:
             self.pool.append(self._start())
+        early_deaths = 0
 
-        def finish(w: _Worker, out: dict[str, Any]) -> None:
-            job = w.job
-            w.job = None
-            assert job is not None
+        def finish(job: Job, out: dict[str, Any]) -> None:
             again = on_result(job, out)
             if again is not None:
                 queue.append(again)
@@ -165,7 +171,7 @@ class LocalPool(Executor):
         while queue or any(w.job for w in self.pool):
             timing_busy = any(w.job is not None and w.job.timing for w in self.pool)
             for w in self.pool:
-                if w.job is not None or not queue:
+                if w.job is not None or not w.ready or not queue:
                     continue
                 # Hand out the first job that may run now: one timing job per machine at a time.
                 pick = next((j for j in queue if not (j.timing and timing_busy)), None)
@@ -176,42 +182,48 @@ class LocalPool(Executor):
                 w.job, w.started, w.deadline = pick, time.monotonic(), time.monotonic() + timeout
                 timing_busy = timing_busy or pick.timing
                 w.conn.send(pick.payload)
-            busy = [w for w in self.pool if w.job is not None]
-            if not busy:
-                continue
-            wait_for = max(0.0, min(w.deadline for w in busy) - time.monotonic())
-            ready = wait([x for w in busy for x in (w.conn, w.proc.sentinel)], timeout=min(wait_for, 1.0) + 0.01)
+            watched = [w for w in self.pool if w.job is not None or not w.ready]
+            busy = [w for w in watched if w.job is not None]
+            wait_for = max(0.0, min(w.deadline for w in busy) - time.monotonic()) if busy else 1.0
+            ready = wait([x for w in watched for x in (w.conn, w.proc.sentinel)], timeout=min(wait_for, 1.0) + 0.01)
             now = time.monotonic()
             for i, w in enumerate(list(self.pool)):
-                if w.job is None:
-                    continue
+                out = None
                 if w.conn in ready:
                     try:
-                        out = w.conn.recv()
+                        msg = w.conn.recv()
                     except (EOFError, OSError):
-                        out = None
-                    if out is not None:
-                        finish(w, out)
+                        msg = None
+                    if msg == "ready":
+                        w.ready = True
                         continue
-                if w.conn in ready or w.proc.sentinel in ready or not w.proc.is_alive():
+                    if msg is not None and w.job is not None:
+                        job, w.job = w.job, None
+                        finish(job, msg)
+                        continue
+                dead = w.conn in ready or w.proc.sentinel in ready or not w.proc.is_alive()
+                if dead:
                     w.proc.join(5)
                     code = w.proc.exitcode
                     why = f"signal {-code}" if code is not None and code < 0 else f"exit status {code}"
-                    out = {"status": "lost", "result": {}, "error": f"worker process {w.proc.pid} died ({why})",
-                           "seconds": now - w.started, "worker": f"pid {w.proc.pid}"}
-                    job_w = w
-                    w.kill()
-                    self.pool[i] = self._start()
-                    self.pool[i].job = job_w.job
-                    finish(self.pool[i], out)
-                elif now > w.deadline:
+                    if w.job is None:
+                        early_deaths += 1
+                        if early_deaths > 3 * self.workers:
+                            raise IrkitError(f"sweep worker processes die as they start ({why}); run with "
+                                             "IRKIT_TRACEBACK=1 and without --jobs to see why")
+                    else:
+                        out = {"status": "lost", "result": {}, "error": f"worker process {w.proc.pid} died ({why})",
+                               "seconds": now - w.started, "worker": f"pid {w.proc.pid}"}
+                elif w.job is not None and now > w.deadline:
                     out = {"status": "timeout", "result": {}, "error": f"timed out after {timeout:g} s; worker "
                            f"{w.proc.pid} killed", "seconds": now - w.started, "worker": f"pid {w.proc.pid}"}
-                    job_w = w
-                    w.kill()
-                    self.pool[i] = self._start()
-                    self.pool[i].job = job_w.job
-                    finish(self.pool[i], out)
+                else:
+                    continue
+                job = w.job
+                w.kill()
+                self.pool[i] = self._start()
+                if job is not None and out is not None:
+                    finish(job, out)
 
     def close(self) -> None:
         for w in self.pool:

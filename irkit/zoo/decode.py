@@ -3,8 +3,9 @@
 Design note. A zoo decoder is built with its cache switched on, wrapped in
 transformers' ``TorchExportableModuleForDecoderOnlyLM`` (a ``StaticCache`` of
 ``max_cache_len`` positions held as module buffers), and exported with
-``torch.export`` twice: once for a prompt of ``prompt_len`` tokens (prefill)
-and once for one token (decode).  The torch frontend imports the cache buffers
+``torch.export`` (strict): either twice, once for ``prompt_len`` tokens (prefill)
+and once for one token (decode) -- or once with the token count a symbol
+``S``, which serves as both (lowered for S=1 and for S=P).  The torch frontend imports the cache buffers
 the graph writes as function arguments and their new values as extra outputs
 aliased to them, so both functions read::
 
@@ -156,8 +157,9 @@ def decoder_names() -> list[str]:
     return [a.name for a in ARCHITECTURES if a.family == "decoder"]
 
 
-def export_static(model: Any, batch: int, max_cache_len: int, seq: int) -> Any:
-    """torch.export of ``model`` wrapped with a static cache, for ``seq`` tokens per call."""
+def export_static(model: Any, batch: int, max_cache_len: int, seq: int | None = None) -> Any:
+    """torch.export of ``model`` wrapped with a static cache: for ``seq`` tokens per call, or (``seq``
+    None) with the token count a symbol ``S`` in 1..max_cache_len."""
     import torch
     from transformers.integrations.executorch import TorchExportableModuleForDecoderOnlyLM
 
@@ -165,13 +167,20 @@ def export_static(model: Any, batch: int, max_cache_len: int, seq: int) -> Any:
     model.generation_config.use_cache = True
     with _quiet_transformers(), _no_info_logs():
         wrapped = TorchExportableModuleForDecoderOnlyLM(model, batch_size=batch, max_cache_len=max_cache_len)
-        ids = torch.zeros((batch, seq), dtype=torch.long)
-        pos = torch.arange(seq, dtype=torch.long)
+        n = seq or min(2, max_cache_len)
+        ids = torch.zeros((batch, n), dtype=torch.long)
+        pos = torch.arange(n, dtype=torch.long)
+        dyn = None
+        if seq is None:
+            s = torch.export.Dim("S", min=1, max=max_cache_len)
+            dyn = {"input_ids": {1: s}, "cache_position": {0: s}}
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # dynamo's notes on transformers' output collectors
             # strict (dynamo) export: the cache tensors come in as BUFFER inputs the graph writes; the
             # non-strict tracer lifts the cache lengths as constants instead
-            return wrapped.export(input_ids=ids, cache_position=pos, strict=True)
+            ep = wrapped.export(input_ids=ids, cache_position=pos, dynamic_shapes=dyn, strict=True)
+    ep._irkit_dynamic_shapes = dyn  # type: ignore[attr-defined]  # names the symbol S on import
+    return ep
 
 
 @contextlib.contextmanager
@@ -191,32 +200,51 @@ def import_static(ep: Any, what: str) -> Module:
     """Import a static-cache program; the cache must come in as aliased state."""
     from irkit.frontends.torch_export import import_exported_program
 
-    m = import_exported_program(ep, "main")
+    m = import_exported_program(ep, "main", dynamic_shapes=getattr(ep, "_irkit_dynamic_shapes", None))
     DecodeRoles.of(m, what)  # a clear error when the cache did not come in as state
     return m
 
 
+_MEMO: dict[tuple[Any, ...], DecodeModel] = {}
+
+
 def decode_model(name: str, size: Size = "toy", *, batch: int = 1, max_cache_len: int | None = None,
-                 prompt_len: int | None = 8, seed: int = 0) -> DecodeModel:
-    """Zoo decoder ``name`` as a :class:`DecodeModel`: a decode function (1 token) and, when
-    ``prompt_len`` is given, a prefill function for that many tokens.  ``max_cache_len`` defaults to
-    the model's position limit capped at 64 (toy) or 1024 (full)."""
+                 prompt_len: int | None = None, seed: int = 0, dynamic: bool = True) -> DecodeModel:
+    """Zoo decoder ``name`` as a :class:`DecodeModel` (built once per process for the same arguments:
+    exports take seconds; treat the modules as read-only, e.g. ``.clone()`` before running passes).
+
+    ``dynamic`` (default): one export with the token count a symbol ``S``; it is both the decode
+    function (lowered for S=1) and the prefill function (lowered for S=P when a prompt of P tokens
+    comes).  Else two static exports: decode for 1 token and, when ``prompt_len`` > 1 is given,
+    prefill for ``prompt_len`` tokens.  ``max_cache_len`` defaults to the model's position limit capped
+    at 64 (toy) or 1024 (full)."""
+    key = (name, size, batch, max_cache_len, prompt_len, seed, dynamic)
+    if key not in _MEMO:
+        _MEMO[key] = _decode_model(name, size, batch, max_cache_len, prompt_len, seed, dynamic)
+    return _MEMO[key]
+
+
+def _decode_model(name: str, size: Size, batch: int, max_cache_len: int | None, prompt_len: int | None, seed: int,
+                  dynamic: bool) -> DecodeModel:
     model = build_lm(name, size, seed)
     cfg = model.config
     limit = getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None) or 1024
     if max_cache_len is None:
         max_cache_len = min(limit, 64 if size == "toy" else 1024)
-    if max_cache_len > limit:
-        raise ZooError(f"zoo '{name}': max_cache_len {max_cache_len} exceeds the model's {limit} positions")
+    if not 2 <= max_cache_len <= limit:
+        raise ZooError(f"zoo '{name}': max_cache_len {max_cache_len} must be in 2..{limit} (the model's positions)")
     if prompt_len is not None and not 1 <= prompt_len <= max_cache_len:
         raise ZooError(f"zoo '{name}': prompt length {prompt_len} must be in 1..{max_cache_len}")
+    vocab = int(getattr(cfg, "vocab_size", 0))
+    info = {"size": size, "seed": seed, "dynamic": dynamic}
+    if dynamic:
+        m = import_static(export_static(model, batch, max_cache_len, None), f"zoo:{name}")
+        return DecodeModel(name, m, m, batch, max_cache_len, None, vocab, model, info)
     dec = import_static(export_static(model, batch, max_cache_len, 1), f"zoo:{name} decode")
     pre = None
     if prompt_len is not None and prompt_len > 1:
         pre = import_static(export_static(model, batch, max_cache_len, prompt_len), f"zoo:{name} prefill")
-    vocab = int(getattr(cfg, "vocab_size", 0))
-    return DecodeModel(name, dec, pre, batch, max_cache_len, prompt_len, vocab, model,
-                       {"size": size, "seed": seed})
+    return DecodeModel(name, dec, pre, batch, max_cache_len, prompt_len, vocab, model, info)
 
 
 __all__ = ["DECODERS", "DecodeModel", "DecodeRoles", "NoCacheError", "build_lm", "decode_model", "decoder_names",

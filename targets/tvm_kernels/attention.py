@@ -67,6 +67,9 @@ from .common import (
 
 DTYPES = ("float32", "float16", "bfloat16")
 
+ATTN_PARALLEL_MIN_FLOPS = 1 << 21
+"""CPU attention below this many FLOPs (``4·B·H·Sq·Skv·D``) runs its tasks on one thread."""
+
 
 def attention(
     q_shape: Sequence[int],
@@ -266,7 +269,10 @@ def _build_cpu(spec: _Spec, tq: int, tk: int, lanes: int, name: str) -> tirx.Pri
             # tile of every head reads contiguous keys, and no tile pays for a transpose.
             skv_pad = (spec.skv + tk - 1) // tk * tk
             kt = T.alloc_buffer((spec.b * spec.hkv, d, skv_pad), "float32")
-            with T.parallel(0, spec.b * spec.hkv * d) as row:
+            # one thread for a small problem (toy shapes: microseconds of work; the pool's wake-up
+            # and join would cost more)
+            ploop = T.parallel if 4 * spec.b * spec.h * spec.sq * spec.skv * d >= ATTN_PARALLEL_MIN_FLOPS else T.serial
+            with ploop(0, spec.b * spec.hkv * d) as row:
                 bh = row // d
                 dd = row % d
                 with T.serial(0, skv_pad) as j:
@@ -283,7 +289,7 @@ def _build_cpu(spec: _Spec, tq: int, tk: int, lanes: int, name: str) -> tirx.Pri
                         dd,
                         j,
                     )
-            with T.parallel(0, spec.b * spec.h * nqt) as task:
+            with ploop(0, spec.b * spec.h * nqt) as task:
                 bi = task // (spec.h * nqt)
                 hi = task // nqt % spec.h
                 q0 = task % nqt * tq

@@ -66,7 +66,7 @@ def test_print_parse_round_trip(m) -> None:
 def _slack(p, m, xs):  # type: ignore[no-untyped-def]
     """For a pass that rounds some ops to a lower precision: how much the program's own
     conditioning amplifies that rounding (None for every other pass)."""
-    ops = getattr(p, "rounds_ops", ())
+    ops = p.rounds_ops
     if not ops:
         return None
     from irkit.check import rounding_slack
@@ -78,7 +78,7 @@ def _slack(p, m, xs):  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize("name", PASS_NAMES)
 def test_pass_preserves_semantics(name: str) -> None:
     p = make_pass(name)
-    exact = bool(getattr(p, "exact", False))
+    exact = p.exact
 
     @SETTINGS
     @given(GRAPHS)

@@ -42,7 +42,7 @@ def test_rows_say_measured_or_estimated_from_which_spec(block: Path, tmp_path: P
     assert gpu["price_usd_per_hour"] == 3.0 and gpu["price_source"] == "--price h100"
     assert "estimate from spec h100" in gpu["price_note"] and "USD per 1M seq" in gpu["price_note"]
     assert d["units"]["cost_per_million"] == "USD per 1M sequences" and d["units"]["latency_median"] == "s"
-    row = [r for r in d["rows"] if r["target"] == "xla-gpu"][0]
+    row = next(r for r in d["rows"] if r["target"] == "xla-gpu")
     assert row["cost_per_million"] > 0 and row["latency_median"] > 0
     text = md.read_text()
     assert "estimated (spec h100)" in text and "measured here" in text and "(est.)" in text

@@ -57,7 +57,7 @@ def test_run_with_inputs(model: Path, tmp_path: Path, capsys) -> None:
 @pytest.mark.parametrize("argv,msg", [
     (["opt", "nope.mlir"], "nope.mlir: no such file"),
     (["opt", "{model}", "-p", "fuse-everything"], "unknown pass 'fuse-everything'"),
-    (["run", "{model}", "--inputs", "{model}"], "not a NumPy .npz archive"),
+    (["run", "{model}", "--inputs", "{model}"], "is not an .npz archive (write inputs with numpy.savez)"),
     (["run", "{model}", "--inputs", "{bad_npz}"], "unknown inputs wrong_name"),
     (["run", "{model}", "--bind", "B=0"], "B=0: a dim size must be a positive integer"),
     (["run", "{model}", "--bind", "Q=3"], "Q is not a symbolic dim of the function; its symbolic dims are B, S"),

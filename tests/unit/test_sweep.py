@@ -139,6 +139,7 @@ def test_sweep_runs_resumes_and_reports(tmp_path: Path, capsys: pytest.CaptureFi
     assert {g["target"]: (g["count"], g["check_pass"]) for g in groups} == {"ort": (4, 4), "reference": (4, 4)}
 
 
+@pytest.mark.slow
 def test_killed_sweep_resumes_only_unfinished(tmp_path: Path) -> None:
     spec = _spec(tmp_path, SMALL.replace('targets = ["reference", "ort"]', 'targets = ["reference", "ort", "xla-cpu"]'))
     store = tmp_path / "s.sqlite"
@@ -192,13 +193,14 @@ def hang():
 '''
 
 
+@pytest.mark.slow
 def test_crash_and_hang_are_recorded_and_retried(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "faults.py").write_text(FAULTS)
     spec = _spec(tmp_path, f"""
         models = ["{BLOCK}", "faults.py:crash", "faults.py:hang"]
         targets = ["reference"]
         measurements = ["check"]
-        timeout = 8
+        timeout = 5
         retries = 1
         """)
     store = tmp_path / "s.sqlite"
@@ -206,22 +208,12 @@ def test_crash_and_hang_are_recorded_and_retried(tmp_path: Path, capsys: pytest.
     out = capsys.readouterr().out
     assert "1 ok, 0 failed" in out
     assert "build failed: faults.py:crash [auto]: worker process" in out and "died (signal 9)" in out
-    assert "build failed: faults.py:hang [auto]: timed out after 8 s" in out
+    assert "build failed: faults.py:hang [auto]: timed out after 5 s" in out
     with Store(store, create=False) as st:
         att = st.attempts()
         assert sorted(a["status"] for a in att if a["key"].startswith("build:")) == ["lost", "lost", "timeout",
                                                                                      "timeout"]
         assert [r.status for r in st.rows()] == ["ok"]
-
-
-def test_jobs_1_and_2_store_the_same(tmp_path: Path) -> None:
-    spec = _spec(tmp_path, SMALL)
-    got = {}
-    for n in (1, 2):
-        store = tmp_path / f"j{n}.sqlite"
-        assert main(["sweep", str(spec), "--store", str(store), "--jobs", str(n)]) == 0
-        got[n] = _results(store)
-    assert got[1] == got[2] and len(got[1]) == 16
 
 
 def test_merge_and_compare_commits(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

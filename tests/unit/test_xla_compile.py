@@ -245,7 +245,7 @@ def test_gpu_compiles_deviceless_or_says_why():
     except XlaUnavailable as e:
         msg = str(e)
         assert "\n" not in msg
-        assert "no GPU backend" in msg and f"jax-cuda12-pjrt=={jax.__version__}" in msg
+        assert "no GPU backend" in msg and f"jax-cuda13-pjrt=={jax.__version__}" in msg
         return
     kernels = a.kernels()
     assert a.platform == "gpu" and kernels

@@ -1,0 +1,160 @@
+"""Decode speed with a static KV cache: irkit targets vs torch eager (and torch.compile).
+
+For each model and batch: the decode function (1 token per call, the position a
+run-time value) is lowered once per target and opened as a session with the
+caches resident; the step time is the median wall time of one decode call
+(argmax included) at cache position ``--pos`` (default 10 and 1000 where the
+cache is long enough: a static cache attends over all its positions, so the
+step should be flat in the position).  torch eager runs transformers'
+``TorchExportableModuleWithStaticCache`` (the same static cache, updated in
+place); ``--torch-compile`` adds ``torch.compile`` of it.
+
+Run (each line well under 3 minutes on 2 cores):
+    python benchmarks/decode_bench.py --model gpt2 --size toy --batch 1,8 --targets ort,tvm-llvm,xla-cpu
+    python benchmarks/decode_bench.py --model gpt2 --size full --batch 1 --targets ort,xla-cpu --max-cache-len 1024
+Writes benchmarks/results/decode_<model>_<size>.md (append with --append).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def _median_step(fn, steps: int) -> float:
+    fn(0)  # warm-up
+    ts = []
+    for k in range(steps):
+        t0 = time.perf_counter()
+        fn(k)
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+def irkit_steps(dm, target: str, positions: list[int], steps: int) -> tuple[dict[int, float], float]:
+    """Median decode-step seconds at each start position, and the compile seconds."""
+    from irkit.generate import compile_decoder
+
+    c = compile_decoder(dm, target)
+    sess = c.target.open_session(c.decode)
+    for i, (shape, dt) in c.state_types.items():
+        sess.bind(i, np.zeros(shape, dt))
+    r = c.roles
+    n = len(c.decode.input_shapes)
+    rng = np.random.default_rng(0)
+    out = {}
+    for p in positions:
+        def step(k: int, p: int = p) -> None:
+            xs = [None] * n
+            xs[r.ids] = rng.integers(0, dm.vocab, size=(c.batch, 1), dtype=np.int64)
+            xs[r.position] = np.array([p + k], np.int64)
+            logits = sess.run(xs, fetch=[r.logits])[0]
+            np.argmax(logits[:, -1, :], axis=-1)
+        out[p] = _median_step(step, steps)
+    sess.close()
+    return out, c.compile_seconds
+
+
+def torch_steps(model, batch: int, cache_len: int, positions: list[int], steps: int,
+                compile_: bool) -> tuple[dict[int, float], float]:
+    import torch
+    from transformers.integrations.executorch import TorchExportableModuleWithStaticCache
+
+    model.generation_config.cache_implementation = "static"
+    w = TorchExportableModuleWithStaticCache(model, batch, cache_len).eval()
+    fwd = w
+    t0 = time.perf_counter()
+    if compile_:
+        fwd = torch.compile(w, dynamic=False)
+    g = torch.Generator().manual_seed(0)
+    out = {}
+    first = True
+    for p in positions:
+        def step(k: int, p: int = p) -> None:
+            ids = torch.randint(0, model.config.vocab_size, (batch, 1), generator=g)
+            with torch.no_grad():
+                logits = fwd(input_ids=ids, cache_position=torch.tensor([p + k]))
+            logits[:, -1, :].argmax(-1)
+        if first:
+            step(0)  # compile (torch.compile) happens here
+            first = False
+        out[p] = _median_step(step, steps)
+    return out, (time.perf_counter() - t0) if compile_ else 0.0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="gpt2")
+    ap.add_argument("--size", default="toy", choices=("toy", "full"))
+    ap.add_argument("--batch", default="1,8")
+    ap.add_argument("--targets", default="ort,tvm-llvm,xla-cpu")
+    ap.add_argument("--max-cache-len", type=int, default=None)
+    ap.add_argument("--pos", default="", help="start positions (default 10 and 1000 where the cache allows)")
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--torch-compile", action="store_true")
+    ap.add_argument("--append", action="store_true")
+    args = ap.parse_args()
+
+    import torch
+
+    from irkit.zoo.decode import decode_model
+
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    rows = []
+    for b in [int(x) for x in args.batch.split(",")]:
+        t0 = time.perf_counter()
+        dm = decode_model(args.model, args.size, batch=b, max_cache_len=args.max_cache_len)
+        export_s = time.perf_counter() - t0
+        L = dm.max_cache_len
+        pos = [int(x) for x in args.pos.split(",")] if args.pos else [p for p in (10, 1000) if p + args.steps + 1 < L]
+        if not pos:
+            pos = [min(10, L - args.steps - 2)]
+        engines = [t.strip() for t in args.targets.split(",") if t.strip()]
+        for t in engines:
+            try:
+                st, comp = irkit_steps(dm, t, pos, args.steps)
+                rows.append((t, b, st, comp, ""))
+            except Exception as e:  # noqa: BLE001 - a target that cannot run this model is a row with the reason
+                rows.append((t, b, {}, 0.0, str(e).splitlines()[0][:120]))
+            print(rows[-1], flush=True)
+        rows.append(("torch eager", b, *torch_steps(dm.torch_model, b, L, pos, args.steps, False), ""))
+        print(rows[-1], flush=True)
+        if args.torch_compile:
+            try:
+                rows.append(("torch.compile", b, *torch_steps(dm.torch_model, b, L, pos, args.steps, True), ""))
+            except Exception as e:  # noqa: BLE001
+                rows.append(("torch.compile", b, {}, 0.0, str(e).splitlines()[0][:120]))
+            print(rows[-1], flush=True)
+        print(f"# export (torch.export + import) batch {b}: {export_s:.1f} s; KV cache {dm.cache_bytes() / 1e6:.2f} MB; "
+              f"weights {dm.weight_bytes() / 1e6:.1f} MB", flush=True)
+    cmd = "python benchmarks/decode_bench.py " + " ".join(sys.argv[1:])
+    all_pos = sorted({p for r in rows for p in r[2]})
+    head = "| engine | batch | " + " | ".join(f"step ms @pos {p} | tok/s @pos {p}" for p in all_pos) + \
+        " | compile s | note |"
+    lines = [f"`{cmd}` (model {args.model} {args.size}, cache {L} positions, median of {args.steps} steps)", "",
+             head, "|" + "---|" * (4 + 2 * len(all_pos))]
+    for eng, b, st, comp, note in rows:
+        cells = []
+        for p in all_pos:
+            s = st.get(p)
+            cells += [f"{s * 1e3:.3f}" if s else "-", f"{b / s:,.0f}" if s else "-"]
+        lines.append(f"| {eng} | {b} | " + " | ".join(cells) + f" | {comp:.1f} | {note} |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    out = Path(__file__).resolve().parent / "results" / f"decode_{args.model}_{args.size}.md"
+    from irkit.fileio import atomic_write
+
+    prev = out.read_text() + "\n" if args.append and out.exists() else ""
+    atomic_write(out, prev + text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
