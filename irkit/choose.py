@@ -466,8 +466,13 @@ def plot(rep: ChoiceReport, path: str) -> str:
                          if r.batch == b and r.hardware == h and _cost(r, rep.generate) is not None)
             if not pts:
                 continue
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
-                    linestyle="-" if pts[0][2] == "measured" else "--", label=f"{h} ({pts[0][2]})")
+            kinds = sorted({p[2] for p in pts})
+            line = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
+                           linestyle="-" if kinds == ["measured"] else "--", label=f"{h} ({', '.join(kinds)})")
+            meas = [p for p in pts if p[2] == "measured"]
+            if meas and len(kinds) > 1:  # measured points filled, estimated ones hollow
+                ax.plot([p[0] for p in meas], [p[1] for p in meas], "o", color=line[0].get_color())
+                line[0].set_markerfacecolor("none")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("sequence length S")

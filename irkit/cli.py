@@ -108,7 +108,8 @@ def _check_plain_input(path: str) -> None:
         except SyntaxError:
             defs = []
         has = f" (it defines {', '.join(defs[:8])}{', ...' if len(defs) > 8 else ''})" if defs else ""
-        raise InputError(f"{path} is Python: name the factory, FILE.py:FACTORY, e.g. {path}:{defs[0] if defs else 'model'}{has}")
+        eg = f"{path}:{defs[0] if defs else 'model'}"
+        raise InputError(f"{path} is Python: name the factory, FILE.py:FACTORY, e.g. {eg}{has}")
     if p.suffix.lower() in (".mlir", ".ir", ".txt", "") and p.stat().st_size < 4096:
         text = p.read_text(encoding="utf-8", errors="replace")
         if not "".join(ln for ln in text.splitlines() if not ln.strip().startswith("//")).strip():
@@ -377,15 +378,14 @@ def cmd_opt(args: argparse.Namespace) -> int:
 def _check_print_ir_names(args: argparse.Namespace, in_pipeline: list[str]) -> None:
     """``--print-ir-before/after=NAME``: an unknown pass is an error (with a did-you-mean), a
     known one that the pipeline does not run is a warning (nothing would be printed)."""
+    from irkit.errors import PipelineError
     from irkit.passmanager import get_pass_class
 
     for flag, names in (("--print-ir-before", args.print_ir_before), ("--print-ir-after", args.print_ir_after)):
         for n in names:
             try:
                 get_pass_class(n)
-            except Exception as e:
-                from irkit.errors import PipelineError
-
+            except PipelineError as e:
                 raise PipelineError(f"{flag}={n}: {e}") from None
             if n not in in_pipeline:
                 sys.stderr.write(f"irkit: warning: {flag}={n}: '{n}' is not in the pipeline "

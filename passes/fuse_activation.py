@@ -28,7 +28,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from irkit.passes.canon_attention import emit_op, is_float_cast
-from irkit.passes.fuse_attention import run_fusion
 from scipy import special
 
 from irkit.ir.core import Location, Op, Value
@@ -36,6 +35,7 @@ from irkit.ir.ops import BINARY, UNARY
 from irkit.ir.types import DType
 from irkit.passmanager import Pass, PassContext, register_pass
 from irkit.rewrite import Fail, Match, NearMiss, Pattern, Rewriter, splat_constant
+from irkit.rewrite.fusion import expression_ops, run_fusion
 
 _UNARY_OPS = frozenset({"ik.neg", "ik.erf", "ik.tanh", "ik.exp", "ik.sigmoid", "ik.sqrt", "ik.rsqrt",
                         "ik.reciprocal"})
@@ -102,28 +102,19 @@ def _in_expr(op: Op) -> bool:
     return is_float_cast(op) or (_is_unit_reshape(op) and op.results[0].type.dtype.is_float)
 
 
+def _folded_scalar(v: Value) -> bool:
+    p = v.producer
+    return p is not None and p.name == "ik.constant" and _scalar(v) is not None
+
+
+def _enters(p: Op) -> bool:
+    return p.name != "ik.constant" and _in_expr(p)
+
+
 def _leaves(root: Op, stop: Value | None) -> tuple[set[int], dict[int, Value], list[Op]]:
     """Non-constant leaves of the expression at ``root`` when it stops at ``stop``; and its ops."""
-    leaves: dict[int, Value] = {}
-    seen: dict[int, Op] = {}
-    stack = [root]
-    while stack:
-        o = stack.pop()
-        if id(o) in seen:
-            continue
-        seen[id(o)] = o
-        for v in o.operands:
-            if v is stop:
-                leaves[id(v)] = v
-                continue
-            p = v.producer
-            if p is not None and p.name == "ik.constant" and _scalar(v) is not None:
-                continue
-            if p is not None and p.name != "ik.constant" and _in_expr(p) and len(seen) < MAX_EXPR_OPS:
-                stack.append(p)
-            else:
-                leaves[id(v)] = v
-    return set(leaves), leaves, list(seen.values())
+    ops, leaves = expression_ops(root, stop, enter=_enters, skip=_folded_scalar, limit=MAX_EXPR_OPS)
+    return set(leaves), leaves, ops
 
 
 _MANTISSA = {DType.f64: 52, DType.f32: 23, DType.f16: 10, DType.bf16: 7}

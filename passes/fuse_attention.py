@@ -65,22 +65,9 @@ from irkit.ir.types import (
     normalize_axis,
 )
 from irkit.passmanager import Pass, PassContext, register_pass
-from irkit.rewrite import Fail, Match, NearMiss, Pattern, Rewriter, RewriteReport, apply_patterns
+from irkit.rewrite import Fail, Match, NearMiss, Pattern, Rewriter
+from irkit.rewrite.fusion import FusionNote, loc_str, producer_chain, run_fusion
 from irkit.rewrite.numeric_check import cone, evaluate, leaves_of, symbols_of
-
-
-@dataclass
-class FusionNote(NearMiss):
-    """An explain record for a fusion that happened, with what it had to decide."""
-
-    def describe(self) -> str:
-        return f"{self.pattern}: '{self.op.name}' at {self.op.loc.short()} fused: {self.reason}"
-
-
-def loc_str(op: Op) -> str:
-    """``'ik.mul' at model.py:12`` for messages."""
-    return f"'{op.name}' at {op.loc.short()}"
-
 
 # ---------------------------------------------------------------------------
 # The match
@@ -436,6 +423,11 @@ def match_attention(sm: Op) -> AttentionMatch | Fail:
                 if is_mask_fill(fv2):
                     return Fail("the mask fill is on the then side of the where (canonicalize puts it on the "
                                 "else side)", op)
+                if fv is None and fv2 is not None:
+                    # masked_fill(x, m, c) is where(m, c, x): the constant is on the then side.
+                    return Fail(f"the where (a masked_fill) fills masked scores with {fv2:g}, which is not a "
+                                "mask value: masks fill with -inf, the dtype's minimum or a large negative "
+                                "(<= -1e4)", op)
                 what = f"{fv:g}" if fv is not None else "a non-constant tensor"
                 return Fail(f"the where fills masked scores with {what}, not a mask value (-inf or <= -1e4)", op)
             if a.type != op.results[0].type:
@@ -795,7 +787,7 @@ class FuseAttentionPattern(Pattern):
             if out.type != gm.base.pv.results[0].type:
                 return
             rw.replace_op(gm.base.pv, [out])
-            att = next(o for o in _producers(out) if o.name == "ik.attention")
+            att = next(o for o in producer_chain(out) if o.name == "ik.attention")
             for n in gm.base.notes:
                 self.notes.append(FusionNote(self.name, att, n))
             return
@@ -840,41 +832,8 @@ class FuseAttentionPattern(Pattern):
             self.notes.append(FusionNote(self.name, out.producer if r == 4 else out.producer.operand(0).producer, n))
 
 
-def _producers(v: Value, depth: int = 6) -> list[Op]:
-    out = []
-    while v.producer is not None and depth > 0:
-        out.append(v.producer)
-        if not v.producer.operands:
-            break
-        v = v.producer.operand(0)
-        depth -= 1
-    return out
-
-
 def fuse_attention_patterns(notes: list[NearMiss] | None = None) -> list[Pattern]:
     return [FuseAttentionPattern(notes)]
-
-
-def run_fusion(module, ctx: PassContext, patterns: list[Pattern], counter: str, notes: list[NearMiss]) -> bool:
-    """Apply fusion ``patterns``; count applied rewrites under ``counter``; forward explain records.
-
-    In a module of several functions each function's count is also kept, as ``counter@name``.
-    """
-    from irkit.rewrite.numeric_check import rewrite_checker
-
-    changed = False
-    for f in module.functions:
-        rep = RewriteReport()
-        hook = rewrite_checker(ctx) if ctx.check_rewrites else None
-        changed |= apply_patterns(f, patterns, report=rep, explain=ctx.explain, on_rewrite=hook)
-        ctx.absorb(rep)
-        n = sum(rep.stats[p.name].applied for p in patterns if p.name in rep.stats)
-        ctx.count(counter, n)
-        if len(module.functions) > 1:
-            ctx.count(f"{counter}@{f.name}", n)
-    if ctx.explain:
-        ctx.near_misses.extend(notes)
-    return changed
 
 
 @register_pass("fuse-attention")

@@ -23,12 +23,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from irkit.passes.fuse_attention import run_fusion
-
 from irkit.ir.core import Graph, Location, Op, Value, clone_op
 from irkit.ir.ops import OPS
 from irkit.passmanager import Pass, PassContext, register_pass
 from irkit.rewrite import Fail, Match, NearMiss, Pattern, Rewriter, splat_constant
+from irkit.rewrite.fusion import only_user, run_fusion
 
 ACTIVATIONS = frozenset({"ik.gelu", "ik.silu", "ik.relu", "ik.tanh", "ik.sigmoid"})
 
@@ -42,10 +41,6 @@ def _is_splat_scalar(v: Value) -> bool:
     p = v.producer
     return p is not None and p.name == "ik.constant" and splat_constant(v) is not None and \
         all(d == 1 for d in v.type.shape)
-
-
-def _only_user(v: Value) -> Op | None:
-    return v.users[0] if len(v.uses) == 1 else None
 
 
 def _in_region(op: Op) -> bool:
@@ -97,7 +92,7 @@ class MatmulEpiloguePattern(Pattern):
         n_cols = op.results[0].type.shape[-1]
         saw_bias = saw_act = False
         while True:
-            u = _only_user(cur)
+            u = only_user(cur)
             if u is None:
                 break
             if u.name == "ik.reshape":
@@ -143,7 +138,7 @@ class ElementwiseGroupPattern(Pattern):
     def match(self, op: Op) -> Match | Fail:
         if not _is_elementwise(op) or _in_region(op) or op.name == "ik.constant":
             return Fail("not an elementwise op outside a fused region", op)
-        u = _only_user(op.results[0])
+        u = only_user(op.results[0])
         if u is not None and _is_elementwise(u):
             # The consumer takes this op into its group.
             return Fail(f"not the end of the chain: its only user '{u.name}' is elementwise", op)

@@ -29,12 +29,12 @@ from irkit.passes.canon_attention import (
     reshaped,
     same_value,
 )
-from irkit.passes.fuse_attention import run_fusion
 
 from irkit.ir.core import Location, Op, Value
 from irkit.ir.types import DType, normalize_axis
 from irkit.passmanager import Pass, PassContext, register_pass
 from irkit.rewrite import Fail, Match, NearMiss, Pattern, Rewriter
+from irkit.rewrite.fusion import expression_ops, only_user, other_operand, run_fusion
 
 
 def _mean_axis(op: Op) -> int | None:
@@ -182,7 +182,7 @@ class FuseNormPattern(Pattern):
         return self._finish(op, nm)
 
     def _finish(self, core: Op, nm: NormMatch) -> Match | Fail:
-        nm.ops = _between(core, nm.x)
+        nm.ops = expression_ops(core, nm.x)[0]  # every op computing core from x and constants
         inner = {id(o) for o in nm.ops}
         for o in nm.ops:
             if o is core or o.name == "ik.constant":
@@ -195,26 +195,26 @@ class FuseNormPattern(Pattern):
         cur = core.results[0]
         cast_to = None
         # weight (possibly after a cast back to a narrow type), then bias
-        u = _single_user(cur)
+        u = only_user(cur)
         if u is not None and is_float_cast(u) and nm.kind == "rms_norm":
-            w_user = _single_user(u.results[0])
-            w = _other_operand(w_user, u.results[0]) if w_user is not None and w_user.name == "ik.mul" else None
+            w_user = only_user(u.results[0])
+            w = other_operand(w_user, u.results[0]) if w_user is not None and w_user.name == "ik.mul" else None
             if w is not None and _per_feature(w, nm.x, nm.axis) and w.type.dtype == u.results[0].type.dtype:
                 nm.weight, cast_to, last = w, u.attrs["to"], w_user
                 nm.ops += [u, w_user]  # type: ignore[list-item]
                 cur = w_user.results[0]  # type: ignore[union-attr]
         if nm.weight is None:
-            u = _single_user(cur)
+            u = only_user(cur)
             if u is not None and u.name == "ik.mul":
-                w = _other_operand(u, cur)
+                w = other_operand(u, cur)
                 if w is not None and _per_feature(w, nm.x, nm.axis) and u.results[0].type == cur.type:
                     nm.weight, last = w, u
                     nm.ops.append(u)
                     cur = u.results[0]
         if nm.kind == "layer_norm":
-            u = _single_user(cur)
+            u = only_user(cur)
             if u is not None and u.name == "ik.add":
-                b = _other_operand(u, cur)
+                b = other_operand(u, cur)
                 if b is not None and _per_feature(b, nm.x, nm.axis) and u.results[0].type == cur.type:
                     nm.bias, last = b, u
                     nm.ops.append(u)
@@ -248,24 +248,6 @@ class FuseNormPattern(Pattern):
         rw.replace_op(last, [y])
 
 
-def _between(root: Op, x: Value) -> list[Op]:
-    """Every op computing ``root`` from ``x`` and constants (the matched normalisation)."""
-    seen: dict[int, Op] = {}
-    stack = [root]
-    while stack:
-        o = stack.pop()
-        if id(o) in seen:
-            continue
-        seen[id(o)] = o
-        if len(seen) > 64:
-            break
-        for v in o.operands:
-            if v is x or v.producer is None:
-                continue
-            stack.append(v.producer)
-    return list(seen.values())
-
-
 def _shortest(x: float, dtype: object) -> float:
     """``x`` as the shortest decimal its constant's type prints it as (1e-05, not 9.99999974e-06)."""
     import numpy as np
@@ -273,21 +255,6 @@ def _shortest(x: float, dtype: object) -> float:
     if dtype in (DType.f32, DType.f16, DType.bf16):
         return float(str(np.float32(x) if dtype == DType.f32 else np.float16(x))) if dtype != DType.bf16 else x
     return float(x)
-
-
-def _single_user(v: Value) -> Op | None:
-    return v.users[0] if len(v.uses) == 1 else None
-
-
-def _other_operand(op: Op | None, v: Value) -> Value | None:
-    if op is None or op.num_operands != 2:
-        return None
-    a, b = op.operands
-    if a is v and b is not v:
-        return b
-    if b is v and a is not v:
-        return a
-    return None
 
 
 @register_pass("fuse-norm")

@@ -57,7 +57,7 @@ def _ints(text: str, flag: str) -> list[int]:
 def cmd_choose(args: argparse.Namespace) -> int:
     from irkit.choose import evaluate, load_price_file, parse_hardware, plot
     from irkit.commands.bench_cmd import _prepare, _symbols
-    from irkit.commands.targets_cmd import parse_bindings
+    from irkit.commands.targets_cmd import checked_bindings
     from irkit.interp import default_bindings
 
     if args.requests <= 0:
@@ -82,7 +82,7 @@ def cmd_choose(args: argparse.Namespace) -> int:
         if vals and name not in syms:
             raise InputError(f"--{'batch' if name == 'B' else 'seq'} sets the symbolic dim '{name}', but "
                              f"{args.input}'s inputs have {sorted(syms) or 'no symbolic dims'}; use --bind")
-    base = default_bindings(fn, parse_bindings(args.bind))
+    base = default_bindings(fn, checked_bindings(fn, args.bind))
     shapes = [(b, s) for b in (batches or [base.get("B", 1)]) for s in (seqs or [base.get("S", 0)])]
 
     def progress(msg: str) -> None:

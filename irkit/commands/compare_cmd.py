@@ -22,7 +22,14 @@ from typing import Any
 
 import numpy as np
 
-from irkit.cli import INPUT_HELP, add_pipeline_args, args_for, command, load_plugins, read_input_module
+from irkit.cli import (
+    INPUT_HELP,
+    add_pipeline_args,
+    args_for,
+    command,
+    load_plugins,
+    read_input_module,
+)
 from irkit.errors import InputError
 
 FORMATS = ("table", "wide", "long", "csv")
@@ -204,7 +211,8 @@ def render_table(rows: list[tuple[str, int, list[Cell]]], totals: list[Cell], re
         for oid, n, cs in rows:
             lines.append(f"{oid:<{opw}}  {f'[{n}]':<{locw}}" + "".join(f"  {cs[i].short():>{colw[i]}}" for i in g))
         lines.append("-" * len(head))
-        lines.append(f"{'total (all ops)':<{opw}}  {'':<{locw}}" + "".join(f"  {totals[i].short():>{colw[i]}}" for i in g))
+        lines.append(f"{'total (all ops)':<{opw}}  {'':<{locw}}"
+                     + "".join(f"  {totals[i].short():>{colw[i]}}" for i in g))
     return lines
 
 
@@ -291,8 +299,9 @@ def render_csv(ops: list[tuple[str, str]], cells: dict[str, list[Cell]], totals:
     for oid, loc in [*ops, ("total", "")]:
         for i, r in enumerate(results):
             c = totals[i] if oid == "total" else cells[oid][i]
-            wr.writerow([oid, loc, r.name, len(c.kernels), ";".join(k.name for k in c.kernels) if oid != "total" else "",
-                         ";".join(k.file for k in c.kernels if k.file) if oid != "total" else "",
+            per_op = oid != "total"
+            wr.writerow([oid, loc, r.name, len(c.kernels), ";".join(k.name for k in c.kernels) if per_op else "",
+                         ";".join(k.file for k in c.kernels if k.file) if per_op else "",
                          "" if c.seconds is None else f"{c.seconds:.6g}", c.source, c.reason,
                          "" if c.est is None else f"{c.est.seconds:.6g}", "" if c.est is None else f"{c.est.flops:.6g}",
                          "" if c.est is None else f"{c.est.bytes:.6g}", "" if c.est is None else c.est.bound,
@@ -391,4 +400,4 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["cmd_compare", "collect", "Cell", "TargetResult", "FORMATS"]
+__all__ = ["FORMATS", "Cell", "TargetResult", "cmd_compare", "collect"]

@@ -41,7 +41,7 @@ def resolve_spec(name: str) -> str:
 @command("estimate", "analytic cost per op and in total on a hardware description")
 @args_for(_args)
 def cmd_estimate(args: argparse.Namespace) -> int:
-    from irkit.commands.targets_cmd import parse_bindings
+    from irkit.commands.targets_cmd import checked_bindings
     from irkit.ir.verify import verify
     from irkit.passmanager import run_pipeline
     from irkit.targets.estimate import estimate, peak_for
@@ -57,7 +57,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         hw = load_spec(spec)
     except SpecError as e:
         raise InputError(str(e)) from None
-    est = estimate(m, hw, parse_bindings(args.bind))
+    est = estimate(m, hw, checked_bindings(m.entry, args.bind))
     peak = peak_for(m, hw)
     if args.json:
         print(json.dumps(est.as_json(peak), indent=2, default=float))

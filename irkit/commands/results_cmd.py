@@ -7,8 +7,9 @@ import json
 import os
 import statistics
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from irkit.cli import args_for, command
 from irkit.errors import InputError

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
 from irkit.cli import args_for, command
 from irkit.errors import InputError
@@ -54,8 +53,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         s = Sweep(spec, store, ex).run(dry_run=args.dry_run)
         if args.dry_run:
             est = s.estimate_seconds or 0.0
+            basis = (f"{s.estimated_from_past} from past durations in the store, "
+                     f"{s.estimated_by_default} from per-kind defaults") if s.to_run else "nothing to run"
             print(f"{spec.name}: {s.tasks} tasks; {s.in_store} in the store, {s.to_run} to run; estimated "
-                  f"{est / 60:.1f} min with {ex.name} x{ex.workers}")
+                  f"{est / 60:.1f} min with {ex.name} x{ex.workers} ({basis})")
             return 0
         print(f"{spec.name}: {s.ok} ok, {s.failed} failed, {s.unavailable} unavailable here, "
               f"{s.in_store} already in the store; {s.retries} retries; {s.wall_seconds:.1f} s "

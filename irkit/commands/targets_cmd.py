@@ -173,7 +173,7 @@ def cmd_lower(args: argparse.Namespace) -> int:
 def _check_args(p: argparse.ArgumentParser) -> None:
     _common(p)
     p.add_argument("--targets", required=True, help="comma-separated target names")
-    p.add_argument("--inputs", help=".npz inputs (missing ones drawn at random)")
+    p.add_argument("--inputs", help=".npz inputs by argument name, argN or arr_N (missing ones drawn at random)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print a JSON report")
 
@@ -225,7 +225,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     for name in names:
         get_target(name)  # an unknown name fails before a slow import
     original, m = _prepare(args)
-    xs = load_inputs(args.inputs, m.entry, args.seed)
+    xs = load_inputs(args.inputs, m.entry, args.seed, checked_bindings(m.entry, args.bind))
     report = check_targets(original, m, names, xs)
     if args.json:
         print(json.dumps({"targets": report}, indent=2, default=float))
@@ -351,7 +351,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         raise InputError(f"bisect needs a target that runs here; '{t.name}': {t.availability().reason}")
     m = read_input_module(args.input)
     verify(m)
-    xs = load_inputs(args.inputs, m.entry, args.seed)
+    xs = load_inputs(args.inputs, m.entry, args.seed, checked_bindings(m.entry, args.bind))
     oracle = run(m, xs, float64=True)
     passes = parse_pipeline(args.pipeline)
     ctx = PassContext()

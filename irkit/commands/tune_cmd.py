@@ -6,7 +6,14 @@ import argparse
 import json
 import sys
 
-from irkit.cli import INPUT_HELP, add_pipeline_args, args_for, command, load_plugins, read_input_module
+from irkit.cli import (
+    INPUT_HELP,
+    add_pipeline_args,
+    args_for,
+    command,
+    load_plugins,
+    read_input_module,
+)
 from irkit.errors import InputError
 
 TUNABLE = ("tvm-llvm",)

@@ -13,4 +13,4 @@ from __future__ import annotations
 from .spec import SweepSpec, Task, load_spec
 from .store import ResultRow, Store
 
-__all__ = ["SweepSpec", "Task", "load_spec", "Store", "ResultRow"]
+__all__ = ["ResultRow", "Store", "SweepSpec", "Task", "load_spec"]

@@ -29,8 +29,9 @@ import signal
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from irkit.errors import IrkitError
 
@@ -107,8 +108,8 @@ def _worker_main(conn: Any) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver handles ^C and stops us
     # Deadlines start once the worker is up: import what every job needs first (seconds on a
     # loaded machine), so a task's timeout is not spent on the interpreter's start.
-    import irkit.interp  # noqa: F401
-    import irkit.passmanager  # noqa: F401
+    import irkit.interp
+    import irkit.passmanager
     import irkit.text.io  # noqa: F401
 
     conn.send("ready")
@@ -359,5 +360,13 @@ def make_executor(jobs: int | None, ray: str | bool | None) -> Executor:
     return InProcess()
 
 
-__all__ = ["Job", "Executor", "InProcess", "LocalPool", "RayExecutor", "make_executor", "ray_resources",
-           "RAY_INSTALL"]
+__all__ = [
+    "RAY_INSTALL",
+    "Executor",
+    "InProcess",
+    "Job",
+    "LocalPool",
+    "RayExecutor",
+    "make_executor",
+    "ray_resources",
+]

@@ -5,8 +5,9 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from .store import ResultRow
 
@@ -32,8 +33,8 @@ def _bind(r: ResultRow) -> str:
 def markdown(rows: Sequence[ResultRow], title: str = "Sweep") -> str:
     ok = sum(r.status == "ok" for r in rows)
     failed = sum(r.status == "failed" for r in rows)
-    lines = [f"# {title}", "", f"{len(rows)} results: {ok} ok, {failed} failed, "
-             f"{len(rows) - ok - failed} unavailable here.", ""]
+    summary = f"{len(rows)} results: {ok} ok, {failed} failed, {len(rows) - ok - failed} unavailable here."
+    lines = [f"# {title}", "", summary, ""]
     for meas in ("check", "bench", "estimate"):
         rs = [r for r in rows if r.measurement == meas]
         if not rs:
@@ -110,4 +111,4 @@ def write_report(rows: Sequence[ResultRow], folder: str | Path, title: str) -> l
     return written
 
 
-__all__ = ["markdown", "csv_text", "write_report", "headline", "flat"]
+__all__ = ["csv_text", "flat", "headline", "markdown", "write_report"]

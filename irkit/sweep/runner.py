@@ -14,8 +14,9 @@ from __future__ import annotations
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from . import work
 from .executors import Executor, Job
@@ -55,6 +56,9 @@ class Summary:
     wall_seconds: float = 0.0
     keys: list[str] = field(default_factory=list)
     estimate_seconds: float | None = None
+    estimated_from_past: int = 0
+    """Tasks whose time guess came from past durations in the store (the rest: per-kind defaults)."""
+    estimated_by_default: int = 0
 
 
 def target_hardware(target: str) -> str:
@@ -221,7 +225,8 @@ class Sweep:
             unbuilt = [t for t in tasks if (t.source, t.frontend) not in builds]
             n_builds = len({(t.source, t.frontend) for t in unbuilt})
             s.to_run = len(todo) + len(unbuilt)
-            s.estimate_seconds, n_past, n_def = self.estimate_seconds(todo, unbuilt, n_builds)
+            s.estimate_seconds, s.estimated_from_past, s.estimated_by_default = self.estimate_seconds(
+                todo, unbuilt, n_builds)
             return s
         s.blocked = blocked
         s.to_run = len(todo)
@@ -268,4 +273,4 @@ class Sweep:
         return s
 
 
-__all__ = ["Sweep", "Summary", "Planned", "target_hardware", "DEFAULT_SECONDS"]
+__all__ = ["DEFAULT_SECONDS", "Planned", "Summary", "Sweep", "target_hardware"]

@@ -24,9 +24,10 @@ from __future__ import annotations
 import fnmatch
 import itertools
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from irkit.errors import InputError
 
@@ -232,4 +233,4 @@ def load_spec(path: str | Path) -> SweepSpec:
                      hardware=hardware, exclude=exclude, params=params, timeout=float(timeout), retries=retries)
 
 
-__all__ = ["Task", "SweepSpec", "load_spec", "MEASUREMENTS", "FRONTENDS", "DTYPES"]
+__all__ = ["DTYPES", "FRONTENDS", "MEASUREMENTS", "SweepSpec", "Task", "load_spec"]

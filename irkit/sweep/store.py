@@ -19,9 +19,10 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Self
 
 from irkit.errors import InputError
 
@@ -170,7 +171,7 @@ class Store:
     def close(self) -> None:
         self.db.close()
 
-    def __enter__(self) -> "Store":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -289,7 +290,7 @@ class Store:
 
     # -- merge ---------------------------------------------------------------
 
-    def merge_from(self, other: "Store") -> dict[str, int]:
+    def merge_from(self, other: Store) -> dict[str, int]:
         """Copy every result, attempt, build and tuning choice of ``other`` into this store.
 
         For a key in both, an ``ok`` result wins over a failed one, then the newer one;
@@ -330,4 +331,4 @@ class Store:
         return {"added": added, "replaced": replaced, "kept": kept}
 
 
-__all__ = ["Store", "ResultRow", "RESULT_COLUMNS", "SCHEMA_VERSION"]
+__all__ = ["RESULT_COLUMNS", "SCHEMA_VERSION", "ResultRow", "Store"]

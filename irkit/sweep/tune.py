@@ -30,8 +30,9 @@ from __future__ import annotations
 import itertools
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from . import work
 from .executors import Executor, Job
@@ -79,7 +80,7 @@ def matmul_sites(module: Any, bindings: Mapping[str, int]) -> list[MatmulSite]:
         try:
             sa = tuple(int(eval_dim(d, bindings)) for d in a.type.shape)
             sb = tuple(int(eval_dim(d, bindings)) for d in b.type.shape)
-        except Exception:  # noqa: BLE001 - a dim the bindings do not fix: not tunable at these shapes
+        except (KeyError, ValueError, TypeError):  # a dim the bindings do not fix: not tunable here
             continue
         if len(sa) < 2 or len(sb) < 2:
             continue
@@ -264,6 +265,15 @@ def apply_tuning(module: Any, store: Store, target: str = "tvm-llvm",
     return n
 
 
-__all__ = ["MatmulSite", "matmul_sites", "candidates", "model_seconds", "single_matmul_text", "tune", "apply_tuning",
-           "TuneReport", "tuning_key"]
+__all__ = [
+    "MatmulSite",
+    "TuneReport",
+    "apply_tuning",
+    "candidates",
+    "matmul_sites",
+    "model_seconds",
+    "single_matmul_text",
+    "tune",
+    "tuning_key",
+]
 

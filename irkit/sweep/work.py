@@ -17,9 +17,10 @@ import re
 import socket
 import time
 import traceback
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 VERSIONED = {"irkit": "irkit", "tvm": "apache-tvm", "jax": "jax", "jaxlib": "jaxlib", "onnxruntime": "onnxruntime",
              "torch": "torch", "numpy": "numpy"}
@@ -284,5 +285,19 @@ def execute(job: Mapping[str, Any]) -> dict[str, Any]:
             "worker": worker_name()}
 
 
-__all__ = ["digest", "versions", "machine", "machine_resource", "commit_id", "build_key", "task_key", "build",
-           "measure", "execute", "effective_bindings", "measures_hardware", "is_timing", "Unavailable"]
+__all__ = [
+    "Unavailable",
+    "build",
+    "build_key",
+    "commit_id",
+    "digest",
+    "effective_bindings",
+    "execute",
+    "is_timing",
+    "machine",
+    "machine_resource",
+    "measure",
+    "measures_hardware",
+    "task_key",
+    "versions",
+]

@@ -155,3 +155,43 @@ def test_all_decoders_all_targets_32_tokens(name, target):
     want = _hf_greedy(dm.torch_model, prompt, 32)
     r = generate(dm, target, prompt, 32)
     np.testing.assert_array_equal(r.tokens, want)
+
+
+@pytest.mark.slow
+def test_tvm_call_tir_inplace_writes_the_callers_tensor():
+    """What an in-place KV-cache update on tvm-llvm would build on (docs/generate.md): TVM's
+    ``R.call_tir_inplace`` writes the row into the argument tensor itself (same data pointer)."""
+    import tvm
+    from tvm import relax
+    from tvm.script import ir as I
+    from tvm.script import relax as R
+    from tvm.script import tirx as T
+
+    @I.ir_module
+    class Mod:
+        @T.prim_func
+        def write_row(cache: T.Buffer((4, 16), "float32"), row: T.Buffer((1, 16), "float32"),
+                      pos: T.Buffer((1,), "int64")):
+            T.func_attr({"tir.noalias": True})
+            for j in range(16):
+                cache[pos[0], j] = row[0, j]
+
+        @R.function
+        def main(cache: R.Tensor((4, 16), "float32"), row: R.Tensor((1, 16), "float32"),
+                 pos: R.Tensor((1,), "int64")):
+            cls = Mod
+            with R.dataflow():
+                new = R.call_tir_inplace(cls.write_row, (cache, row, pos), inplace_indices=[0],
+                                         out_ty=R.Tensor((4, 16), "float32"))
+                s = R.sum(new, axis=[1])
+                R.output(new, s)
+            return (s, new)
+
+    vm = relax.VirtualMachine(tvm.compile(Mod, target="llvm"), tvm.cpu())
+    cache = tvm.runtime.tensor(np.zeros((4, 16), np.float32))
+    for p in range(4):
+        s, new = vm["main"](cache, tvm.runtime.tensor(np.full((1, 16), p + 1, np.float32)),
+                            tvm.runtime.tensor(np.array([p], np.int64)))
+        assert new.data_ptr() == cache.data_ptr()
+    np.testing.assert_array_equal(cache.numpy()[:, 0], [1, 2, 3, 4])
+    np.testing.assert_array_equal(s.numpy(), [16, 32, 48, 64])

@@ -110,6 +110,9 @@ def test_unknown_hardware_and_bad_requests_are_one_line(gpt2: Path, capsys) -> N
     assert main(["choose", str(gpt2), "--hardware", "h1000", "--no-measure"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "did you mean 'h100'" in err
+    assert main(["choose", str(gpt2), "--hardware", "h100", "--no-measure", "--bind", "T=3"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "T is not a symbolic dim" in err
     exe = str(Path(sys.executable).parent / "irkit")
     r = subprocess.run([exe, "choose", str(gpt2), "--hardware", "h100", "--no-measure", "--requests", "0"], check=False, capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "--requests" in r.stderr

@@ -46,8 +46,8 @@ def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _irkit(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     env.pop("IRKIT_TRACEBACK", None)
-    return subprocess.run([sys.executable, "-m", "irkit.cli", *args], capture_output=True, text=True, env=env,
-                          cwd=cwd, timeout=300)
+    return subprocess.run([sys.executable, "-m", "irkit.cli", *args], check=False, capture_output=True,
+                          text=True, env=env, cwd=cwd, timeout=300)
 
 
 def _one_error(err: str) -> str:
@@ -57,7 +57,7 @@ def _one_error(err: str) -> str:
     return lines[0]
 
 
-# -- subprocess: the exit status and exactly one line ---------------------------------------------
+# -- a subprocess: the exit status and exactly one line ---------------------------------------------
 
 
 def test_pass_option_is_a_user_error_naming_the_option_and_specs(model: Path) -> None:
@@ -67,23 +67,23 @@ def test_pass_option_is_a_user_error_naming_the_option_and_specs(model: Path) ->
     assert "tile-matmul" in line and "target=tpu-v9" in line and "tpu-v5e" in line and "h100" in line
 
 
-def test_python_file_without_factory(tmp_path: Path) -> None:
+# -- in process (the same main(), without a Python start per case) ---------------------------------
+
+
+def test_python_file_without_factory(tmp_path: Path, monkeypatch, capsys) -> None:
     (tmp_path / "mymodels.py").write_text("def tiny():\n    pass\n\n\ndef _helper():\n    pass\n")
-    r = _irkit("run", "mymodels.py", cwd=tmp_path)
-    assert r.returncode == 1
-    line = _one_error(r.stderr)
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "mymodels.py"]) == 1
+    line = _one_error(capsys.readouterr().err)
     assert "mymodels.py is Python: name the factory, FILE.py:FACTORY" in line and "mymodels.py:tiny" in line
     assert "_helper" not in line
 
 
-def test_empty_mlir_file(tmp_path: Path) -> None:
+def test_empty_mlir_file(tmp_path: Path, monkeypatch, capsys) -> None:
     (tmp_path / "e.mlir").write_text("// nothing here yet\n\n")
-    r = _irkit("opt", "e.mlir", "-p", "canonicalize", cwd=tmp_path)
-    assert r.returncode == 1
-    assert "e.mlir: empty file, expected a module" in _one_error(r.stderr)
-
-
-# -- in process (the same main(), without a Python start per case) ---------------------------------
+    monkeypatch.chdir(tmp_path)
+    assert main(["opt", "e.mlir", "-p", "canonicalize"]) == 1
+    assert "e.mlir: empty file, expected a module" in _one_error(capsys.readouterr().err)
 
 
 def test_print_ir_after_unknown_pass_is_an_error_with_did_you_mean(model: Path, capsys) -> None:
@@ -105,6 +105,15 @@ def test_print_ir_after_pass_not_in_pipeline_warns(model: Path, capsys) -> None:
 def test_bad_bind(model: Path, capsys, bind: str, want: str) -> None:
     assert main(["run", str(model), "--bind", bind]) == 1
     assert want in _one_error(capsys.readouterr().err)
+
+
+def test_check_uses_bind(model: Path, tmp_path: Path, capsys) -> None:
+    assert main(["check", str(model), "--targets", "reference", "--bind", "Q=3"]) == 1
+    assert "--bind: Q is not a symbolic dim" in _one_error(capsys.readouterr().err)
+    np.savez(tmp_path / "e.npz")
+    assert main(["check", str(model), "--targets", "reference", "--bind", "B=1,S=5", "--inputs",
+                 str(tmp_path / "e.npz")]) == 0
+    assert "has no input_ids; drawn at random (seed 0)" in capsys.readouterr().err
 
 
 def test_savez_positional_arr_n_is_accepted(model: Path, tmp_path: Path, capsys) -> None:

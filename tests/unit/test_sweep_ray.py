@@ -13,10 +13,10 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from irkit.sweep.executors import LocalPool, RayExecutor, ray_resources  # noqa: E402
-from irkit.sweep.runner import Sweep  # noqa: E402
-from irkit.sweep.spec import load_spec  # noqa: E402
-from irkit.sweep.store import Store  # noqa: E402
+from irkit.sweep.executors import LocalPool, RayExecutor, ray_resources
+from irkit.sweep.runner import Sweep
+from irkit.sweep.spec import load_spec
+from irkit.sweep.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
 BLOCK = ROOT / "examples" / "sweeps" / "gpt2_block.mlir"

@@ -11,8 +11,8 @@ from irkit.sweep.tune import candidates, matmul_sites, model_seconds, single_mat
 
 
 def _site(a: tuple[int, ...], b: tuple[int, ...]):  # type: ignore[no-untyped-def]
-    from irkit.text.parser import parse_module
     from irkit.sweep.tune import MatmulSite
+    from irkit.text.parser import parse_module
 
     return matmul_sites(parse_module(single_matmul_text(MatmulSite(0, a, b, "f32", True), None)), {})[0]
 
@@ -38,13 +38,13 @@ def test_cost_model_prefers_tiles_that_fill_the_cores_and_fit_l2() -> None:
 
 @pytest.mark.slow
 def test_tune_times_top_k_stores_and_applies(tmp_path: Path) -> None:
+    from irkit.targets.registry import get_target
+
     from irkit.interp import random_inputs, run
     from irkit.sweep.executors import InProcess
     from irkit.sweep.store import Store
-    from irkit.sweep.tune import apply_tuning, tune
-    from irkit.targets.registry import get_target
+    from irkit.sweep.tune import MatmulSite, apply_tuning, tune
     from irkit.text.parser import parse_module
-    from irkit.sweep.tune import MatmulSite
 
     m = parse_module(single_matmul_text(MatmulSite(0, (128, 256), (256, 256), "f32", True), None))
     with Store(tmp_path / "t.sqlite") as st:

@@ -114,6 +114,29 @@
 
 // -----
 
+// masked_fill(~tril, -100): the fill is on the then side and -100 is not a mask value, so no
+// fusion, and the explanation names the fill value rather than the scores.
+// CHECK-LABEL: "func.func"
+// CHECK-NOT: "ik.attention"
+// CHECK: "ik.softmax"
+// EXPLAIN: not fused: the where (a masked_fill) fills masked scores with -100, which is not a mask value: masks fill with -inf, the dtype's minimum or a large negative (<= -1e4)
+// EXPLAIN-NOT: non-constant tensor
+"func.func"() ({
+^bb0(%q: tensor<1x4x4x4xf32>, %k: tensor<1x4x4x4xf32>, %v: tensor<1x4x4x4xf32>):
+  %0 = "ik.transpose"(%k) {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %1 = "ik.matmul"(%q, %0) : (tensor<1x4x4x4xf32>, tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %2 = "ik.constant"() {value = dense<0.5> : tensor<f32>} : () -> tensor<f32>
+  %3 = "ik.mul"(%1, %2) : (tensor<1x4x4x4xf32>, tensor<f32>) -> tensor<1x4x4x4xf32>
+  %4 = "ik.constant"() {value = dense<[[false, true, true, true], [false, false, true, true], [false, false, false, true], [false, false, false, false]]> : tensor<4x4xi1>} : () -> tensor<4x4xi1>
+  %5 = "ik.constant"() {value = dense<-100.0> : tensor<f32>} : () -> tensor<f32>
+  %6 = "ik.where"(%4, %5, %3) : (tensor<4x4xi1>, tensor<f32>, tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %7 = "ik.softmax"(%6) {axis = -1 : i64} : (tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %8 = "ik.matmul"(%7, %v) : (tensor<1x4x4x4xf32>, tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  "func.return"(%8) : (tensor<1x4x4x4xf32>) -> ()
+}) {function_type = (tensor<1x4x4x4xf32>, tensor<1x4x4x4xf32>, tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>, sym_name = "masked_fill_small"} : () -> ()
+
+// -----
+
 // The probabilities are also returned: fusing would lose them.
 // CHECK-LABEL: "func.func"
 // CHECK-NOT: "ik.attention"

@@ -1,0 +1,94 @@
+"""The performance paths of the CPU targets agree with the float64 reference.
+
+- tvm-llvm lowers a 2-D convolution as one GEMM where that is what it is (patchify: kernel ==
+  stride, no padding; 1x1; small strided/padded convs through im2col) and keeps the direct conv
+  otherwise (groups); odd sizes, dilation, a runtime weight, no bias.
+- Small matmuls, row kernels and attention run on one thread (no pool launch); the results are
+  the same kernels' results.
+- The ort target emits onnxruntime's fused contrib operators where they are exact for the IR op.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tvm")
+
+from irkit.check import compare_all, module_tolerance
+from irkit.interp import run
+from irkit.ir.builder import new_function
+from irkit.ir.core import Module
+from irkit.ir.types import DType, TensorType
+from irkit.ir.verify import verify
+from irkit.targets.registry import get_target
+
+
+def _conv_module(xs, ws, *, const_w=True, bias=True, seed=0, **attrs):
+    rng = np.random.default_rng(seed)
+    w = (rng.standard_normal(ws) * 0.2).astype(np.float32)
+    types = [TensorType(tuple(xs), DType.f32)] + ([] if const_w else [TensorType(tuple(ws), DType.f32)])
+    f, b = new_function("main", types, ["x"] + ([] if const_w else ["w"]))
+    wv = b.constant(w) if const_w else f.args[1]
+    ops = [f.args[0], wv] + ([b.constant(rng.standard_normal(ws[0]).astype(np.float32))] if bias else [])
+    b.ret(b.create("ik.conv2d", ops, attrs).results[0])
+    m = Module([f])
+    verify(m)
+    x = rng.standard_normal(xs).astype(np.float32)
+    return m, [x] + ([] if const_w else [w])
+
+
+CONVS = [
+    # (x shape, w shape, attrs, const weight, bias, expect the GEMM path)
+    pytest.param((2, 3, 32, 32), (64, 3, 8, 8), {"strides": (8, 8)}, True, True, True, id="patchify-vit"),
+    pytest.param((1, 3, 30, 23), (17, 3, 7, 7), {"strides": (7, 7)}, True, True, True, id="patchify-ragged"),
+    pytest.param((2, 13, 5, 9), (7, 13, 1, 1), {}, True, False, True, id="pointwise-odd"),
+    pytest.param((1, 3, 15, 17), (8, 3, 3, 3), {"strides": (2, 2), "padding": (1, 1, 1, 1)}, True, True, True,
+                 id="stem-3x3-s2-pad"),
+    pytest.param((1, 4, 11, 10), (5, 4, 3, 3), {"padding": (2, 1, 0, 2), "dilations": (2, 1)}, True, True, True,
+                 id="dilated-asym-pad"),
+    pytest.param((2, 3, 16, 16), (12, 3, 4, 4), {"strides": (4, 4)}, False, True, True, id="patchify-runtime-w"),
+    pytest.param((1, 6, 9, 9), (4, 3, 3, 3), {"groups": 2, "padding": (1, 1, 1, 1)}, True, True, False,
+                 id="grouped-direct"),
+]
+
+
+@pytest.mark.parametrize("xs, ws, attrs, const_w, bias, gemm", CONVS)
+def test_conv_as_gemm_matches_float64(xs, ws, attrs, const_w, bias, gemm) -> None:
+    m, ins = _conv_module(xs, ws, const_w=const_w, bias=bias, **attrs)
+    t = get_target("tvm-llvm")
+    art = t.lower(m)
+    fns = [f for k in art.kernels for f in k.extra.get("functions", [])]
+    assert any(f.endswith("_im2col") for f in fns) == gemm, fns
+    got = t.run(art, ins)
+    rep = compare_all(got, run(m, ins, float64=True), module_tolerance(m))
+    assert rep.ok, [c.describe() for c in rep.comparisons if not c.ok]
+    # the staging buffers are reused: a second call with other inputs gives that call's result
+    ins2 = [x * -1.5 + 0.25 for x in ins]
+    got2 = t.run(art, ins2)
+    rep2 = compare_all(got2, run(m, ins2, float64=True), module_tolerance(m))
+    assert rep2.ok
+    assert not np.allclose(got[0], got2[0])
+
+
+def test_gemm_plan_refuses_grouped_and_huge() -> None:
+    from irkit.targets.tvm_kernels.conv import gemm_plan
+
+    assert gemm_plan((1, 4, 8, 8), (4, 2, 3, 3), groups=2) is None
+    assert gemm_plan((8, 64, 256, 256), (64, 64, 3, 3), padding=(1, 1, 1, 1)) is None  # 1.2 GB of columns
+    p = gemm_plan((2, 3, 64, 64), (256, 3, 16, 16), stride=(16, 16))
+    assert p is not None and p["kind"] == "patchify" and (p["m"], p["k"]) == (32, 768)
+
+
+def test_identity_output_is_not_aliased_to_staging() -> None:
+    """An output that is an input comes back as its own array: the next call cannot change it."""
+    f, b = new_function("main", [TensorType((2, 3), DType.f32)] * 2, ["x", "y"])
+    b.ret(f.args[0], b.create("ik.add", list(f.args), {}).results[0])
+    m = Module([f])
+    t = get_target("tvm-llvm")
+    art = t.lower(m)
+    a = np.arange(6, dtype=np.float32).reshape(2, 3) - 2.5
+    first = t.run(art, [a, a])
+    t.run(art, [a * 7, a])
+    np.testing.assert_array_equal(first[0], a)
+    np.testing.assert_array_equal(first[1], a + a)
