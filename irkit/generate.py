@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -101,7 +101,7 @@ def _as_pair(model: Any) -> tuple[Module, Module | None, str]:
                         f"{type(model).__name__}")
 
 
-def _seq_bindings(module: Module, roles: Any, n: int) -> dict[str, int] | None:
+def seq_bindings(module: Module, roles: Any, n: int) -> dict[str, int] | None:
     """Bindings that make the function take ``n`` tokens per call, or None when it takes another fixed count."""
     fn = module.entry
     d = fn.args[roles.ids].type.shape[1]
@@ -130,7 +130,7 @@ def compile_decoder(model: Any, target: Any, prompt_len: int | None = None) -> C
     dec, pre, name = _as_pair(model)
     roles = DecodeRoles.of(dec, f"{name} (decode)")
     fn = dec.entry
-    db = _seq_bindings(dec, roles, 1)
+    db = seq_bindings(dec, roles, 1)
     if db is None:
         raise GenerateError(f"generate: the decode function of {name} takes {fn.args[roles.ids].type} token ids; "
                             "it must take 1 token per call (export it with seq length 1 or a symbolic length)")
@@ -143,7 +143,7 @@ def compile_decoder(model: Any, target: Any, prompt_len: int | None = None) -> C
     pre_art = pre_roles = None
     if pre is not None and prompt_len is not None and prompt_len > 1:
         pre_roles = DecodeRoles.of(pre, f"{name} (prefill)")
-        pb = _seq_bindings(pre, pre_roles, prompt_len)
+        pb = seq_bindings(pre, pre_roles, prompt_len)
         if pb is not None:
             pfn = pre.entry
             pstate = {i: (tuple(pfn.args[i].type.concrete_shape(pb)), pfn.args[i].dtype.np)
@@ -234,4 +234,4 @@ def generate(model: Any, target: Any, prompt_ids: Any, new_tokens: int, batch: i
                             plen, c.batch, c.compile_seconds, {"prefill": mode, "session": type(dec).__name__})
 
 
-__all__ = ["CompiledDecoder", "GenerateError", "GenerationResult", "compile_decoder", "generate"]
+__all__ = ["CompiledDecoder", "GenerateError", "GenerationResult", "compile_decoder", "generate", "seq_bindings"]

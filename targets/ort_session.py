@@ -19,10 +19,10 @@ extra cache-sized buffer per aliased argument; no bytes are copied to the host.
 from __future__ import annotations
 
 import inspect
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
-
 from irkit.targets.base import Artifact, Session, Target, TargetUnavailable
 
 
@@ -90,6 +90,7 @@ class OrtSession(Session):
         b.clear_binding_inputs()
         b.clear_binding_outputs()
         arg_of = self.aliases
+        held = []  # the arrays behind this call's inputs live until the run is over
         for i, x in enumerate(xs):
             if x is not None and i in arg_of.values():
                 self._bind(i, x)  # an explicit array for an aliased argument becomes its state
@@ -97,7 +98,8 @@ class OrtSession(Session):
             if x is None:
                 b.bind_ortvalue_input(self.in_names[i], self._vals[i])
             else:
-                b.bind_cpu_input(self.in_names[i], _host(x))
+                held.append(_host(x))
+                b.bind_cpu_input(self.in_names[i], held[-1])
         for o, name in enumerate(self.out_names):  # in output order: get_outputs() follows binding order
             a = arg_of.get(o)
             if a is None:
@@ -110,6 +112,7 @@ class OrtSession(Session):
             b.bind_ortvalue_output(name, self._spare[a])
         self.sess.run_with_iobinding(b)
         outs = b.get_outputs()
+        del held
         for a in arg_of.values():  # swap: the written buffer is the state now
             self._vals[a], self._spare[a] = self._spare[a], self._vals[a]
             self._keep[a], self._keep[-1 - a] = self._keep.get(-1 - a), self._keep.get(a)

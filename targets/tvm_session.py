@@ -19,10 +19,10 @@ measured cost.
 from __future__ import annotations
 
 import inspect
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
-
 from irkit.targets.base import Artifact, Session, Target
 
 

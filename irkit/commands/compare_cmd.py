@@ -106,7 +106,10 @@ def _fmt_time(s: float) -> str:
 
 def _why_estimated(t: Any, av: Any, spec: str | None) -> str:
     """``estimated: tpu-v5e spec, no device (...)``."""
-    base = f"estimated: {spec} spec" if spec else "no estimate (the target has no hardware spec)"
+    if not spec:
+        why = av.reason or ("target unavailable here" if not av.can_compile else "no device")
+        return f"not measured ({why}) and no hardware spec to estimate from"
+    base = f"estimated: {spec} spec"
     if not av.can_compile:
         return f"{base}, target unavailable here ({av.reason})" if av.reason else f"{base}, target unavailable here"
     if not av.can_run:
@@ -167,7 +170,8 @@ def cell(r: TargetResult, oid: str) -> Cell:
         c.reason = ("estimated: ran here, but the profiler has no kernel call for this op "
                     f"(folded into another kernel); {r.spec} spec") if r.ran else r.estimate_reason
     else:
-        c.reason = "not measured and no spec to estimate from" if r.ran or not r.spec else r.estimate_reason
+        c.reason = ("ran here, but the profiler has no kernel call for this op and the target has no hardware "
+                    "spec to estimate from") if r.ran else r.estimate_reason
     return c
 
 
@@ -260,10 +264,10 @@ def render_long(ops: list[tuple[str, str]], cells: dict[str, list[Cell]], totals
             line = f"{c.time_text()} {c.source}"
         else:
             line = "no time"
-        if c.source == "estimated" and c.reason:
-            line += f" ({c.reason.removeprefix('estimated: ')})"
+        if c.reason and c.reason == r.estimate_reason:
+            line += f" ({r.spec} spec; why: see targets below)" if r.spec else " (see targets below)"
         elif c.reason:
-            line += f" ({c.reason})"
+            line += f" ({c.reason.removeprefix('estimated: ')})"
         if c.est is not None:
             line += f"; model: {c.est.flops / 1e6:.3g} MFLOP, {c.est.bytes / 1e6:.3g} MB, {c.est.bound}"
         n = len(c.kernels)
@@ -273,7 +277,7 @@ def render_long(ops: list[tuple[str, str]], cells: dict[str, list[Cell]], totals
                               for k in c.kernels)
             lines += _wrap(f"  {'':<{nw}}  {n} kernel{'s' if n > 1 else ''}: {names}", w, " " * (nw + 4))
         else:
-            lines.append(f"  {'':<{nw}}  no kernel of its own")
+            lines.append(f"  {'':<{nw}}  " + ("no kernel of its own" if r.dir is not None else "not compiled here"))
         return lines
 
     for oid, loc in ops:

@@ -105,10 +105,8 @@ def _from_factory(spec: str, args: argparse.Namespace, prompt_len: int | None) -
     cfg = model.config
     limit = getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None) or 1024
     cache = args.max_cache_len or min(limit, 1024)
-    dec = import_static(export_static(model, args.batch, cache, 1), f"{spec} (decode)")
-    pre = import_static(export_static(model, args.batch, cache, prompt_len), f"{spec} (prefill)") \
-        if prompt_len and prompt_len > 1 else None
-    return DecodeModel(label, dec, pre, args.batch, cache, prompt_len, int(getattr(cfg, "vocab_size", 0)), model)
+    m = import_static(export_static(model, args.batch, cache, None), spec)  # S symbolic: prefill and decode
+    return DecodeModel(label, m, m, args.batch, cache, None, int(getattr(cfg, "vocab_size", 0)), model)
 
 
 @command("generate", "greedy generation with a KV cache on a target (TTFT and per-token step times)")
@@ -184,10 +182,14 @@ def bench_rows(dm: Any, targets: list[str], prompt: np.ndarray, new_tokens: int,
                      "decode_tokens_per_second": dec, "p50_seconds": _pct(r.step_seconds, 50),
                      "p99_seconds": _pct(r.step_seconds, 99), "kv_cache_bytes": kv,
                      "usd_per_million_tokens": (price / 3600 / dec * 1e6) if price and dec > 0 else None})
+    from irkit.generate import seq_bindings
+    from irkit.zoo.decode import DecodeRoles
+
     for s in specs:
         hw = load_spec(s)
-        step = estimate(dm.decode, hw).seconds
-        pre = estimate(dm.prefill, hw).seconds if dm.prefill is not None else step * plen
+        step = estimate(dm.decode, hw, seq_bindings(dm.decode, dm.roles, 1)).seconds
+        pb = seq_bindings(dm.prefill, DecodeRoles.of(dm.prefill), plen) if dm.prefill is not None else None
+        pre = estimate(dm.prefill, hw, pb).seconds if pb is not None else step * plen
         dec = batch / step if step > 0 else float("nan")
         price = price_for(s, s, prices) or hw.price_usd_per_hour
         rows.append({"kind": "estimated", "target": s, "spec": s, "batch": batch, "prompt_len": plen,

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from irkit.targets.base import lower_for_session
+from irkit.targets.registry import get_target
 
 from irkit.errors import IrkitError
 from irkit.interp import run_function_stateful
 from irkit.ir.aliases import set_aliases
 from irkit.ir.builder import module_of, new_function
 from irkit.ir.types import DType, TensorType
-from irkit.targets.base import lower_for_session
-from irkit.targets.registry import get_target
+
 
 def _ring_module():
     """A step of a ring buffer: write ``v`` at column ``pos`` of the state and return a weighted

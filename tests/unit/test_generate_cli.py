@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from irkit.cli import main
 from irkit.testing.blocks import gpt2_style_module
