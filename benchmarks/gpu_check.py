@@ -1,32 +1,38 @@
 """GPU check for an NVIDIA GPU machine (made for an H200): build, verify and time in < 10 min.
 
-    python benchmarks/gpu_check.py              # on a GPU machine -> results/gpu_check.md
+    pip install -e '.[all,gpu]'                 # CUDA 13 wheels (driver >= 580), JAX's CUDA plugin
+    python benchmarks/gpu_check.py              # on a GPU machine -> results/gpu_check.{md,json}
     python benchmarks/gpu_check.py --dry-run    # anywhere: build every CUDA artifact, then stop
 
 What it does, in order (each step prints a line; any failure is a table row, not a crash):
 
-1. Preflight: is there a GPU (``nvidia-smi``), can TVM launch CUDA kernels (the wheel must be
-   built with the CUDA runtime), does JAX see a CUDA device, does torch have CUDA. Without a
+1. Preflight: is there a GPU (``nvidia-smi``), the CUDA driver and libraries
+   (:mod:`irkit.targets.cuda_env`: driver version, ``libcudart.so.13`` / NVRTC from the wheels),
+   can TVM launch CUDA kernels, does JAX see a CUDA device, does torch have CUDA. Without a
    GPU it exits with status 2 and one line saying so (``--dry-run`` skips the GPU steps).
 2. Build: the GPT-2-style and Llama-style example blocks (the torch models of
-   ``tvm_speed.py``, imported through ``torch.export`` at ``--batch`` x ``--seq``) after the
-   optimising pipeline, lowered for ``tvm-cuda``
+   ``tvm_speed.py``, imported through ``torch.export`` at ``--batch`` x ``--seq``) and every
+   example model of ``examples/models/registry.py`` (``--models``, at their own example
+   shapes) after the optimising pipeline, lowered for ``tvm-cuda``
    (CUDA source + PTX through nvcc, kernels traced to IR ops) and ``xla-gpu`` (deviceless for
    the H200 when no GPU is attached); plus the fused attention kernel alone. Artifacts are
    written under ``--artifacts``.
-3. Check (GPU only): each target's outputs against the float64 interpreter on random inputs,
+3. Check (GPU only): each target's outputs against the torch model run on the same GPU (torch
+   with CUDA), else against the float64 interpreter (a CPU build of torch), on random inputs:
    max abs / rel error, pass/fail under the dtype tolerance (:mod:`irkit.check`).
 4. Time (GPU only): each target on each block, and the fused attention kernel (f16, causal)
    against torch eager attention (``softmax(q kᵀ / √d) v``) and
    ``torch.nn.functional.scaled_dot_product_attention`` on the same device. Medians of
    ``--repeats`` calls after warm-up, with the inter-quartile spread.
 
+Results: a markdown table and the same rows as JSON (``--out X.md`` also writes ``X.json``).
 Nothing here is needed by CI; ``tests`` exercise the build path through ``--dry-run``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import shlex
@@ -62,6 +68,10 @@ def log(msg: str) -> None:
 def preflight() -> dict[str, str]:
     """What this machine can do, as ``{capability: "yes ..." | "no: why"}``."""
     facts: dict[str, str] = {}
+    from irkit.targets.cuda_env import cuda_status
+
+    cuda = cuda_status()  # preloads the CUDA 13 wheels' libraries before TVM is imported
+    facts["cuda"] = f"{'no: ' + cuda.problem() if cuda.problem() else 'yes'} ({cuda.summary()})"
     smi = shutil.which("nvidia-smi")
     if smi:
         p = subprocess.run([smi, "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
@@ -78,9 +88,9 @@ def preflight() -> dict[str, str]:
     except Exception as e:  # noqa: BLE001 - any failure means no TVM CUDA here
         facts["tvm-cuda runtime"] = f"no: {type(e).__name__}: {str(e)[:120]}"
     try:
-        from irkit.targets import xla_compile as xc
+        from irkit.targets.xla_platform import attached_gpu
 
-        dev = xc._attached_gpu()
+        dev = attached_gpu()
         facts["jax gpu"] = f"yes: {dev}" if dev is not None else "no: jax sees no CUDA device"
     except Exception as e:  # noqa: BLE001
         facts["jax gpu"] = f"no: {type(e).__name__}: {str(e)[:120]}"
@@ -100,18 +110,50 @@ def preflight() -> dict[str, str]:
 # --------------------------------------------------------------------------- build
 
 
+TORCH: dict[str, tuple[Any, tuple[Any, ...]]] = {}
+"""Block or model name -> (torch module, example inputs): the reference on the GPU."""
+
+
+def example_models() -> list[str]:
+    from examples.models.registry import MODELS
+
+    return [m.name for m in MODELS]
+
+
 def block_module(name: str, batch: int, seq: int) -> Any:
-    """The example block (same configuration as ``tvm_speed.py``) imported with static shapes."""
+    """The example block (same configuration as ``tvm_speed.py``) or example model, imported with
+    static shapes and run through the pipeline."""
     from irkit.frontends.torch_export import import_torch_factory
     from irkit.passmanager import PassManager
 
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from tvm_speed import block
+    if name in BLOCKS:
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        from tvm_speed import block
 
-    model, inputs = block(name, batch, seq)
+        model, inputs = block(name, batch, seq)
+    else:
+        from examples.models.registry import get
+
+        model, inputs, _ = get(name)()
+    TORCH[name] = (model, inputs)
     m = import_torch_factory(model, inputs, None)
     PassManager(PIPELINE).run(m)
     return m
+
+
+def torch_reference(name: str, xs: list[np.ndarray]) -> list[np.ndarray] | None:
+    """The torch model's outputs on the GPU for inputs ``xs``; None without torch CUDA."""
+    import torch
+
+    if not torch.cuda.is_available() or name not in TORCH:
+        return None
+    model, inputs = TORCH[name]
+    model = model.to("cuda").eval()
+    args = [torch.from_numpy(np.ascontiguousarray(x)).to("cuda") for x in xs[:len(inputs)]]
+    with torch.no_grad():
+        out = model(*args)
+    leaves = torch.utils._pytree.tree_leaves(out)
+    return [o.detach().float().cpu().numpy() if o.is_floating_point() else o.cpu().numpy() for o in leaves]
 
 
 def build(blocks: list[str], batch: int, seq: int, outdir: Path, rows: list[dict[str, Any]]) -> dict[Any, Any]:
@@ -211,11 +253,15 @@ def check_and_time(built: dict[Any, Any], batch: int, seq: int, repeats: int, ro
                 raise RuntimeError(f"{tname} cannot run here: {t.availability().reason}")
             xs = random_inputs(m.entry, 0, {})
             got = t.run(art, xs)
-            rep = compare_all(got, interp_run(m, xs, float64=True), module_tolerance(m))
+            want = torch_reference(b, xs)
+            against = "torch (GPU)"
+            if want is None or len(want) != len(got):
+                want, against = interp_run(m, xs, float64=True), "float64 reference"
+            rep = compare_all(got, want, module_tolerance(m))
             worst = max(rep.comparisons, key=lambda c: getattr(c, "max_abs", 0.0))
             med, spread = timeit(lambda: art.runner(xs), lambda: None, repeats)
-            row.update(ok=rep.ok, ms=med, spread=spread,
-                       note=f"oracle {'ok' if rep.ok else 'FAILED'}: {worst.describe()}")
+            row.update(ok=rep.ok, ms=med, spread=spread, against=against,
+                       note=f"vs {against} {'ok' if rep.ok else 'FAILED'}: {worst.describe()}")
         except Exception as e:  # noqa: BLE001
             traceback.print_exc()
             row.update(ok=False, note=_line(e))
@@ -312,6 +358,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dry-run", action="store_true", help="build every artifact, run nothing")
     ap.add_argument("--blocks", default=",".join(BLOCKS))
+    ap.add_argument("--models", default="all",
+                    help="example models (examples/models/registry.py), comma-separated; 'all' or 'none'")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--seq", type=int, default=512)
     ap.add_argument("--repeats", type=int, default=50)
@@ -334,6 +382,14 @@ def main(argv: list[str] | None = None) -> int:
         if b not in BLOCKS:
             print(f"gpu_check.py: unknown block {b!r}; expected one of {', '.join(BLOCKS)}", file=sys.stderr)
             return 2
+    known = example_models()
+    models = known if args.models == "all" else [] if args.models == "none" else \
+        [x for x in args.models.split(",") if x]
+    for x in models:
+        if x not in known:
+            print(f"gpu_check.py: unknown example model {x!r}; expected one of {', '.join(known)}", file=sys.stderr)
+            return 2
+    blocks += models
     built = build(blocks, args.batch, args.seq, Path(args.artifacts), rows)
     if not args.dry_run:
         check_and_time(built, args.batch, args.seq, args.repeats, rows)
@@ -351,7 +407,10 @@ def main(argv: list[str] | None = None) -> int:
         from irkit.fileio import atomic_write
 
         atomic_write(Path(out), text)
-        log(f"wrote {out}")
+        doc = {"command": ["python", "benchmarks/gpu_check.py", *argv], "dry_run": args.dry_run,
+               "seconds": time.perf_counter() - t_start, "facts": facts, "rows": rows}
+        atomic_write(Path(out).with_suffix(".json"), json.dumps(doc, indent=2, default=str) + "\n")
+        log(f"wrote {out} and {Path(out).with_suffix('.json')}")
     failed = [r for r in rows if not r.get("ok")]
     log(f"done in {time.perf_counter() - t_start:.0f} s; {len(failed)} failing row(s)")
     return 1 if failed else 0

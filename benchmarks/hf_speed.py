@@ -174,6 +174,51 @@ def worker(args: argparse.Namespace) -> None:
                 file=sys.stderr, flush=True)
 
 
+def overhead_table(calls: int = 3000) -> str:
+    """Per-call overhead: a graph of one 2x8 float32 add, end to end from NumPy to NumPy, on one thread."""
+    import numpy as np
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    from irkit.ir.builder import new_function
+    from irkit.ir.core import Module
+    from irkit.ir.types import DType, TensorType
+    from irkit.targets.registry import get_target
+
+    f, b = new_function("main", [TensorType((2, 8), DType.f32)] * 2, ["x", "y"])
+    b.ret(b.create("ik.add", list(f.args), {}).results[0])
+    m = Module([f])
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal((2, 8)).astype(np.float32) for _ in range(2)]
+    vi = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 8]) for n in ("x", "y", "z")]
+    g = helper.make_graph([helper.make_node("Add", ["x", "y"], ["z"])], "add", vi[:2], vi[2:])
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    sess = ort.InferenceSession(helper.make_model(g, opset_imports=[helper.make_opsetid("", 23)], ir_version=10)
+                                .SerializeToString(), so, providers=["CPUExecutionProvider"])
+    feeds = {"x": xs[0], "y": xs[1]}
+    fns: dict[str, Callable[[], Any]] = {"onnxruntime (InferenceSession.run)": lambda: sess.run(None, feeds)}
+    for name in ("tvm-llvm", "ort", "xla-cpu"):
+        try:
+            t = get_target(name)
+            art = t.lower(m)
+            fns[f"irkit {name} (Target.run)"] = lambda t=t, art=art: t.run(art, xs)
+        except Exception as e:  # noqa: BLE001
+            print(f"{name}: {e}", file=sys.stderr)
+    rows = ["| engine | median µs | p90 µs |", "|---|---|---|"]
+    for name, fn in fns.items():
+        for _ in range(200):
+            fn()
+        ts = []
+        for _ in range(calls):
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
+        q50, q90 = np.percentile(ts, [50, 90])
+        rows.append(f"| {name} | {q50 * 1e6:.1f} | {q90 * 1e6:.1f} |")
+    return "\n".join(rows) + "\n"
+
+
 def table(records: list[dict[str, Any]], engines: list[str]) -> str:
     head = "| model | B | S | threads | " + " | ".join(engines) + " |"
     lines = [head, "|" + "---|" * (4 + len(engines))]
@@ -222,7 +267,13 @@ def main() -> int:
     p.add_argument("--out", default="-", help="markdown file, or - for stdout")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--worker-out", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--overhead", action="store_true", help="only the per-call overhead table (a one-add graph)")
     args = p.parse_args()
+    if args.overhead:
+        os.environ.setdefault("TVM_NUM_THREADS", "1")
+        os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
+        print(f"CPU: {cpu_model()}; one thread\n\n" + overhead_table())
+        return 0
     if args.worker:
         args.threads = int(args.threads)
         args.batches = [int(x) for x in args.batches.split(",")]
@@ -236,15 +287,32 @@ def main() -> int:
     threads = [ncpu if t.strip() == "all" else int(t) for t in (args.threads or "1,all").split(",")]
     res = Path(tempfile.mkdtemp(prefix="hf_speed_res_")) / "records.jsonl"
     t_start = time.perf_counter()
+    wanted = args.engines.split(",")
+    # torch runs in a process of its own: its OpenMP workers and TVM's/onnxruntime's spinning pools
+    # starve each other on a small machine (torch eager measured 100x slower when they shared one).
+    groups = [[e for e in wanted if e != "torch-eager"], [e for e in wanted if e == "torch-eager"]]
     for n in dict.fromkeys(threads):
         env = dict(os.environ, TVM_NUM_THREADS=str(n), OMP_NUM_THREADS=str(n),
                    XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=" +
                               ("false" if n == 1 else "true") + f" intra_op_parallelism_threads={n}").strip())
-        cmd = [sys.executable, __file__, "--worker", "--worker-out", str(res), "--threads", str(n), "--models",
-               models, "--batches", batches, "--seqs", seqs, "--engines", args.engines, "--rounds",
-               str(args.rounds), "--budget", str(args.budget)]
-        subprocess.run(cmd, env=env, cwd=ROOT, check=False)
-    records = [json.loads(x) for x in res.read_text().splitlines()] if res.exists() else []
+        for group in groups:
+            if not group:
+                continue
+            cmd = [sys.executable, __file__, "--worker", "--worker-out", str(res), "--threads", str(n), "--models",
+                   models, "--batches", batches, "--seqs", seqs, "--engines", ",".join(group), "--rounds",
+                   str(args.rounds), "--budget", str(args.budget)]
+            subprocess.run(cmd, env=env, cwd=ROOT, check=False)
+    merged: dict[tuple, dict[str, Any]] = {}
+    for line in (res.read_text().splitlines() if res.exists() else []):
+        r = json.loads(line)
+        key = (r["model"], r["batch"], r["seq"], r["threads"])
+        if key in merged:
+            merged[key]["engines"].update(r["engines"])
+            if "error" in r and "error" not in merged[key]:
+                merged[key]["error"] = r["error"]
+        else:
+            merged[key] = r
+    records = list(merged.values())
     import onnxruntime
     import torch
     import tvm

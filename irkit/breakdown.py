@@ -64,12 +64,17 @@ class Breakdown:
 
 def kernel_of(function: str, kernels: Sequence[Any]) -> str:
     """The artifact kernel an engine function belongs to (by the kernel's ``extra["functions"]`` or
-    name, exactly, else as a ``_``-delimited part of a fused function's name); else the function."""
+    name, exactly, or onnxruntime's ``NODE/FusionName``, else as a ``_``-delimited part of a fused
+    function's name); else the function's own name (a node the engine made, e.g. a layout reorder)."""
     def fns(k: Any) -> list[str]:
         return [k.name, *k.extra.get("functions", [])]
 
     for k in kernels:
         if function in fns(k):
+            return k.name
+    head = function.split("/", 1)[0]  # onnxruntime names a fused node "<first node>/<fusion>"
+    for k in kernels:
+        if head in fns(k):
             return k.name
     for k in kernels:
         if any(re.search(rf"(?:^|_){re.escape(f)}(?:_|$)", function) for f in fns(k) if f):

@@ -72,12 +72,13 @@ INPUT_HELP = ("irkit IR (.mlir; - for stdin), or a model to import first: FILE.p
               "StableHLO or HLO text, zoo:NAME[:SIZE] (a transformers architecture, see docs/zoo.md)")
 
 
-def read_input_module(path: str) -> Any:
+def read_input_module(path: str, need_function: bool = True) -> Any:
     """The module in ``path``: irkit IR text, or anything ``irkit import`` reads.
 
     Every command takes a model where it takes IR: ``FILE.py:FACTORY``, ``.onnx``,
     ``.pt2``, HLO text and StableHLO text are imported on the fly (the same as
-    ``irkit import IN -o x.mlir`` and then the command on ``x.mlir``).
+    ``irkit import IN -o x.mlir`` and then the command on ``x.mlir``).  A module without
+    functions is an error unless ``need_function`` is False (``irkit opt`` passes it through).
     """
     from irkit.text.io import read_module
 
@@ -88,7 +89,12 @@ def read_input_module(path: str) -> Any:
         from irkit.frontends import import_source
 
         return import_source(path)
-    return read_module(path)
+    m = read_module(path)
+    if need_function and not m.functions:
+        from irkit.errors import InputError
+
+        raise InputError(f"{path}: the module has no functions; expected a \"func.func\" to run")
+    return m
 
 
 def _check_plain_input(path: str) -> None:
@@ -342,7 +348,7 @@ def cmd_opt(args: argparse.Namespace) -> int:
             sys.stderr.write(pm.statistics_report())
 
     if not args.split_input_file:
-        m, pm = process(read_input_module(args.input))
+        m, pm = process(read_input_module(args.input, need_function=False))
         report(pm)
         write_output_module(m, args.output)
         return 0

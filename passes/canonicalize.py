@@ -2,9 +2,11 @@
 
 The algebra is a rule table (see ``RULES``); structural rewrites that need a
 little code (composing transposes, folding constants) are patterns below it.
-Passes that bring exporter spellings to one canonical form (attention scale,
-masks, softmax) add their patterns through :data:`EXTRA_PATTERN_PROVIDERS`, so
-canonicalize stays the one place that runs them all to a fixed point.
+The canonical forms of exporter spellings live in their own modules and are
+listed explicitly in :func:`canonicalization_patterns`: contractions, keepdims
+and implicit broadcasts in :mod:`irkit.passes.canon_forms`, attention scale,
+masks and softmax in :mod:`irkit.passes.canon_attention`; canonicalize is the
+one place that runs them all to a fixed point.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+from irkit.passes.canon_attention import attention_canonicalization_patterns
+from irkit.passes.canon_forms import canonical_form_patterns
 
 from irkit.ir.core import Dense, Op, Value
 from irkit.ir.ops import OPS
@@ -327,30 +331,20 @@ _NOT_FOLDABLE = Fail("not a foldable op")
 _NOT_CONSTANT = Fail("an operand is not constant")
 
 
-EXTRA_PATTERN_PROVIDERS: list[Callable[[], list[Pattern]]] = []
-"""Functions returning more canonicalisation patterns (attention spellings, masks...)."""
-
-
-_PATTERNS: tuple[tuple, list[Pattern]] | None = None
+_PATTERNS: list[Pattern] | None = None
 
 
 def canonicalization_patterns() -> list[Pattern]:
-    """The patterns canonicalize runs: built once (patterns hold no state between runs)
-    and again only when a provider is added, so the driver's dispatch plan for them is
-    reused from run to run."""
+    """The patterns canonicalize runs: the algebra rules and structural patterns above, the
+    generic canonical forms (:func:`~irkit.passes.canon_forms.canonical_form_patterns`) and the
+    attention forms (:func:`~irkit.passes.canon_attention.attention_canonicalization_patterns`).
+    Built once (patterns hold no state between runs), so the driver's dispatch plan for them
+    is reused from run to run."""
     global _PATTERNS
-    # Providers register when their pass modules are imported; make sure they all are.
-    from irkit.passmanager import load_builtin_passes
-
-    load_builtin_passes()
-    key = tuple(EXTRA_PATTERN_PROVIDERS)
-    if _PATTERNS is None or _PATTERNS[0] != key:
-        pats: list[Pattern] = [*indexed_rule_patterns(RULES), ConstantOperandRight(), SingleConcat(),
-                               FoldConstants()]
-        for provider in EXTRA_PATTERN_PROVIDERS:
-            pats.extend(provider())
-        _PATTERNS = (key, pats)
-    return list(_PATTERNS[1])
+    if _PATTERNS is None:
+        _PATTERNS = [*indexed_rule_patterns(RULES), ConstantOperandRight(), SingleConcat(), FoldConstants(),
+                     *canonical_form_patterns(), *attention_canonicalization_patterns()]
+    return list(_PATTERNS)
 
 
 @register_pass("canonicalize")

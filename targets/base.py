@@ -354,5 +354,5 @@ def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     return r, time.perf_counter() - t0
 
 
-__all__ = ["Target", "Artifact", "Kernel", "Availability", "Session", "TargetUnavailable", "lower_for_session",
+__all__ = ["Artifact", "Availability", "Kernel", "Session", "Target", "TargetUnavailable", "lower_for_session",
            "module_aliases", "op_ids", "provenance", "timed"]

@@ -205,24 +205,31 @@ class _Exporter:
         bias = self.names[id(n["bias"])] if n.get("bias") is not None else None
         if self.attention == "onnx" and not (mask is not None and bias is not None):
             extra = []
+            small = None
             if mask or bias:
-                # ORT's Attention broadcasts the mask over batch and heads only.
+                # ORT's Attention broadcasts the mask over batch and heads only: expand the query and
+                # key dims, keep the mask's own batch and head dims (a [B,1,1,Sk] padding mask becomes
+                # [B,1,Sq,Sk], not [B,H,Sq,Sk]).
                 bq, hq, sq, _ = self.shape(op.operand(0).type)
                 sk = self.shape(op.operand(1).type)[2]
-                full = self.const(np.array([bq, hq, sq, sk], np.int64), "mask_shape")
-                extra = self.node("Expand", [mask or bias, full], owner=op)  # type: ignore[list-item]
+                mv = n["mask"] if mask is not None else n["bias"]
+                ms = [1] * max(0, 4 - mv.type.rank) + self.shape(mv.type)
+                full = self.const(np.array([ms[0], ms[1], sq, sk], np.int64), "mask_shape")
+                small = mask or bias
+                extra = self.node("Expand", [small, full], owner=op)  # type: ignore[list-item]
             out = self.node("Attention", ins[:3] + extra, owner=op, scale=scale, is_causal=int(causal))
             if not extra:
                 return out
             # A row whose keys are all masked (or all biased to -inf) is zeros in the reference
-            # (attention_reference); onnxruntime's Attention gives NaN there.
+            # (attention_reference); onnxruntime's Attention gives NaN there.  Whether a row has a
+            # live key is read off the mask before its expansion (broadcast by Where).
             last = self.const(np.array([-1], np.int64))
             if mask is not None:
-                live = self.node("ReduceMax", [self.node("Cast", extra, owner=op, to=_ONNX_DTYPES["ui8"])[0], last],
+                live = self.node("ReduceMax", [self.node("Cast", [small], owner=op, to=_ONNX_DTYPES["ui8"])[0], last],
                                  owner=op, keepdims=1)[0]
                 live = self.node("Cast", [live], owner=op, to=_ONNX_DTYPES["i1"])[0]
             else:
-                top = self.node("ReduceMax", [extra[0], last], owner=op, keepdims=1)[0]
+                top = self.node("ReduceMax", [small, last], owner=op, keepdims=1)[0]
                 dt = op.operand(0).type.dtype
                 neg = self.const(np.array(-np.inf, np.float32 if dt is DType.bf16 else dt.np), "neg_inf")
                 live = self.node("Greater", [top, neg], owner=op)[0]

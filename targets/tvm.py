@@ -198,21 +198,33 @@ class _Lowerer:
         return True
 
     def try_conv_gemm(self, op: Op, ins: list[Any]) -> bool:
-        """``ik.conv2d`` as one GEMM where that is what it is (CPU, float32, one group): a patchify
+        """A convolution as one GEMM where that is what it is (CPU, float32, one group): a patchify
         conv (kernel == stride, no padding) or a 1x1 conv is a layout change of the input followed by
         ``[N·OH·OW, C·KH·KW] @ [C·KH·KW, O]``; other convs go through im2col while the column matrix is
         small (:func:`tvm_kernels.conv.gemm_plan`).  The GEMM is the scheduled matmul kernel (packed
         constant weight, bias in its epilogue); the im2col and the NCHW re-layout are TE stages that
-        Relax may fuse with their neighbours."""
+        Relax may fuse with their neighbours.  ``ik.conv2d``, and ``ik.conv`` with 1 or 2 spatial dims,
+        no input dilation and no negative padding (a 1-D conv is a 2-D one of height 1)."""
         from irkit.targets.tvm_kernels import conv as cv
         from irkit.targets.tvm_kernels import matmul as mm
 
         if self.gpu or op.operand(0).dtype is not DType.f32 or op.operand(1).dtype is not DType.f32:
             return False
         a = op.attrs
-        plan = cv.gemm_plan(self.shape(op.operand(0)), self.shape(op.operand(1)),
-                            stride=a.get("strides", (1, 1)), padding=a.get("padding", (0, 0, 0, 0)),
-                            dilation=a.get("dilations", (1, 1)), groups=int(a.get("groups", 1)))
+        xs, ws = self.shape(op.operand(0)), self.shape(op.operand(1))
+        nsp = len(xs) - 2
+        if op.name == "ik.conv2d":
+            stride, pad, dil = a.get("strides", (1, 1)), a.get("padding", (0, 0, 0, 0)), a.get("dilations", (1, 1))
+        else:
+            from irkit.ir.ops_window import conv_attrs
+
+            stride, pad, dil, lhs, _ = conv_attrs(a, nsp)
+            if nsp not in (1, 2) or any(d != 1 for d in lhs) or any(p < 0 for p in pad):
+                return False
+            if nsp == 1:  # [N, C, L] as [N, C, 1, L]
+                xs, ws = [xs[0], xs[1], 1, xs[2]], [ws[0], ws[1], 1, ws[2]]
+                stride, pad, dil = (1, stride[0]), (0, pad[0], 0, pad[1]), (1, dil[0])
+        plan = cv.gemm_plan(xs, ws, stride=stride, padding=pad, dilation=dil, groups=int(a.get("groups", 1)))
         if plan is None:
             return False
         relax = self.relax
@@ -225,7 +237,8 @@ class _Lowerer:
                              b_packed=wconst is not None, parallel=_worth_parallel(2 * m * k * o))
         except (ValueError, NotImplementedError):
             return False
-        cols6 = self.bb.emit_te(cv.im2col, ins[0], plan, primfunc_name_hint=f"{name}_im2col")
+        xin = ins[0] if nsp == 2 else self.bb.emit(relax.op.reshape(ins[0], xs))
+        cols6 = self.bb.emit_te(cv.im2col, xin, plan, primfunc_name_hint=f"{name}_im2col")
         cols = self.bb.emit(relax.op.reshape(cols6, (m, k)))
         if wconst is not None:
             packed = mm.pack_b(cv.gemm_weight(wconst.astype(np.float32)), kern.config["padded"],
@@ -234,8 +247,11 @@ class _Lowerer:
         else:
             wv = self.bb.emit_te(lambda t: self.topi.transpose(self.topi.reshape(t, (o, k)), (1, 0)), ins[1],
                                  primfunc_name_hint=f"{name}_weight")
+            self.aux_functions.setdefault(name, []).append(f"{name}_weight")
         g = self.call_kernel(kern, [cols, wv] + ([ins[2]] if has_bias else []), op, [op])
         out = self.bb.emit_te(cv.gemm_to_nchw, g, plan, primfunc_name_hint=f"{name}_nchw")
+        if nsp == 1:
+            out = self.bb.emit(relax.op.reshape(out, self.shape(op.results[0])))
         self.aux_functions.setdefault(name, []).extend([f"{name}_im2col", f"{name}_nchw"])
         self.env[id(op.results[0])] = out
         return True
@@ -869,10 +885,12 @@ def _conv2d(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any] | None:
 
 
 @rule("ik.conv")
-def _conv(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+def _conv(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any] | None:
     from irkit.targets.tvm_kernels import te_ops
 
     a = op.attrs
+    if lw.try_conv_gemm(op, ins):
+        return None
     nsp = op.operand(0).type.rank - 2
     ones, zeros = (1,) * nsp, (0,) * (2 * nsp)
 

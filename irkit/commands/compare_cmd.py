@@ -289,8 +289,7 @@ def render_long(ops: list[tuple[str, str]], cells: dict[str, list[Cell]], totals
     for i, r in enumerate(results):
         c = totals[i]
         t = f"{c.time_text()} {c.source}" if c.seconds is not None else "no time"
-        out += _wrap(f"  {r.name:<{nw}}  {t}, {len(c.kernels)} kernels"
-                     + (f" ({c.reason.removeprefix('estimated: ')})" if c.reason else ""), w, " " * (nw + 4))
+        out += _wrap(f"  {r.name:<{nw}}  {t}, {len(c.kernels)} kernels", w, " " * (nw + 4))
     return out
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -222,7 +223,7 @@ def capacity_lines(dm: Any, specs: list[str], context: int) -> list[str]:
 def rows_table(rows: list[dict[str, Any]]) -> str:
     """The rows as a Markdown table."""
     def f(v: Any, scale: float = 1.0, nd: int = 2) -> str:
-        return "-" if v is None or (isinstance(v, float) and v != v) else f"{v * scale:,.{nd}f}"
+        return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v * scale:,.{nd}f}"
 
     head = ("| row | target / spec | batch | TTFT ms | prefill tok/s | decode tok/s | step p50 ms | step p99 ms "
             "| KV cache MB | $/M tokens |")

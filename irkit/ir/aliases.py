@@ -17,7 +17,8 @@ shape, so it cannot overwrite the buffer).
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from irkit.ir.core import Diagnostic, Function, Value
 
@@ -175,5 +176,15 @@ def alias_diagnostics(f: Function) -> list[Diagnostic]:
     return diags
 
 
-__all__ = ["ALIASES", "CACHE_PAIRS", "UPDATE_OPS", "get_aliases", "set_aliases", "get_cache_pairs",
-           "set_cache_pairs", "alias_diagnostics", "updated_base", "donation_aliases"]
+__all__ = [
+    "ALIASES",
+    "CACHE_PAIRS",
+    "UPDATE_OPS",
+    "alias_diagnostics",
+    "donation_aliases",
+    "get_aliases",
+    "get_cache_pairs",
+    "set_aliases",
+    "set_cache_pairs",
+    "updated_base",
+]

@@ -209,9 +209,30 @@ class Sweep:
 
     # -- run -------------------------------------------------------------------
 
+    def validate(self) -> None:
+        """Every target and pipeline of the spec exists (one line naming the spec otherwise)."""
+        from irkit.errors import InputError, IrkitError
+        from irkit.passmanager import PassManager
+        from irkit.targets.hwspec import list_specs
+        from irkit.targets.registry import TARGETS, load_targets
+
+        load_targets()
+        specs = list_specs()
+        for t in self.spec.targets + self.spec.hardware:
+            if t not in TARGETS and t not in specs:
+                raise InputError(f"{self.spec.path}: unknown target '{t}'; targets: {', '.join(sorted(TARGETS))}; "
+                                 f"hardware (estimate only): {', '.join(specs)}")
+        for p in {t.full_pipeline for t in self.spec.tasks()}:
+            if p:
+                try:
+                    PassManager(p)
+                except (IrkitError, ValueError) as e:
+                    raise InputError(f"{self.spec.path}: pipeline '{p}': {e}") from None
+
     def run(self, dry_run: bool = False) -> Summary:
         t0 = time.perf_counter()
         s = Summary()
+        self.validate()
         tasks = self.spec.tasks()
         s.tasks = len(tasks)
         builds = self._builds(tasks, not dry_run, s)

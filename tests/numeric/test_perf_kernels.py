@@ -92,3 +92,29 @@ def test_identity_output_is_not_aliased_to_staging() -> None:
     t.run(art, [a * 7, a])
     np.testing.assert_array_equal(first[0], a)
     np.testing.assert_array_equal(first[1], a + a)
+
+
+def _conv1d_module(xs, ws, seed=1, **attrs):
+    rng = np.random.default_rng(seed)
+    f, b = new_function("main", [TensorType(tuple(xs), DType.f32)], ["x"])
+    w = b.constant((rng.standard_normal(ws) * 0.2).astype(np.float32))
+    bias = b.constant(rng.standard_normal(ws[0]).astype(np.float32))
+    b.ret(b.create("ik.conv", [f.args[0], w, bias], attrs).results[0])
+    m = Module([f])
+    verify(m)
+    return m, [rng.standard_normal(xs).astype(np.float32)]
+
+
+@pytest.mark.parametrize("attrs, gemm", [
+    pytest.param({"strides": (1,), "padding": (1, 1)}, True, id="whisper-conv1"),
+    pytest.param({"strides": (2,), "padding": (1, 1)}, True, id="whisper-conv2-stride2"),
+    pytest.param({"strides": (1,), "padding": (2, -1)}, False, id="negative-pad-direct"),
+])
+def test_conv1d_as_gemm_matches_float64(attrs, gemm) -> None:
+    m, ins = _conv1d_module((2, 8, 31), (16, 8, 3), **attrs)
+    t = get_target("tvm-llvm")
+    art = t.lower(m)
+    fns = [f for k in art.kernels for f in k.extra.get("functions", [])]
+    assert any(f.endswith("_im2col") for f in fns) == gemm, fns
+    rep = compare_all(t.run(art, ins), run(m, ins, float64=True), module_tolerance(m))
+    assert rep.ok, [c.describe() for c in rep.comparisons if not c.ok]

@@ -67,6 +67,18 @@ def test_pass_option_is_a_user_error_naming_the_option_and_specs(model: Path) ->
     assert "tile-matmul" in line and "target=tpu-v9" in line and "tpu-v5e" in line and "h100" in line
 
 
+@pytest.mark.parametrize("pipeline, want", [
+    ("assign-layout{target=nowhere}", "pass 'assign-layout': option 'target=nowhere': unknown hardware 'nowhere'"),
+    ("canonicalize{max-rewrites=-1}", "pass 'canonicalize': max-rewrites must be >= 0"),
+    ("assign-layout{min-dim=-5}", "pass 'assign-layout': min-dim must be >= 1, got -5"),
+    ("canonicalize{max-rewrites=lots}", "pass 'canonicalize': option 'max-rewrites' wants int, got 'lots'"),
+])
+def test_other_pass_option_errors(tmp_path: Path, capsys, pipeline: str, want: str) -> None:
+    # checked when the pipeline is parsed: the input file is never read
+    assert main(["opt", str(tmp_path / "never-read.mlir"), "-p", pipeline]) == 1
+    assert want in _one_error(capsys.readouterr().err)
+
+
 # -- in process (the same main(), without a Python start per case) ---------------------------------
 
 
@@ -84,6 +96,9 @@ def test_empty_mlir_file(tmp_path: Path, monkeypatch, capsys) -> None:
     monkeypatch.chdir(tmp_path)
     assert main(["opt", "e.mlir", "-p", "canonicalize"]) == 1
     assert "e.mlir: empty file, expected a module" in _one_error(capsys.readouterr().err)
+    (tmp_path / "nofn.mlir").write_text('"builtin.module"() ({\n}) : () -> ()\n')
+    assert main(["run", "nofn.mlir"]) == 1
+    assert "nofn.mlir: the module has no functions" in _one_error(capsys.readouterr().err)
 
 
 def test_print_ir_after_unknown_pass_is_an_error_with_did_you_mean(model: Path, capsys) -> None:
