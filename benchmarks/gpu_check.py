@@ -11,9 +11,10 @@ What it does, in order (each step prints a line; any failure is a table row, not
    can TVM launch CUDA kernels, does JAX see a CUDA device, does torch have CUDA. Without a
    GPU it exits with status 2 and one line saying so (``--dry-run`` skips the GPU steps).
 2. Build: the GPT-2-style and Llama-style example blocks (the torch models of
-   ``tvm_speed.py``, imported through ``torch.export`` at ``--batch`` x ``--seq``) and every
-   example model of ``examples/models/registry.py`` (``--models``, at their own example
-   shapes) after the optimising pipeline, lowered for ``tvm-cuda``
+   ``tvm_speed.py``, imported through ``torch.export`` at ``--batch`` x ``--seq``) and the
+   example models of ``examples/models/registry.py`` (``--models``: by default every tiny one,
+   i.e. each family, attention form and dtype; ``all`` adds the small sizes; at their own
+   example shapes) after the optimising pipeline, lowered for ``tvm-cuda``
    (CUDA source + PTX through nvcc, kernels traced to IR ops) and ``xla-gpu`` (deviceless for
    the H200 when no GPU is attached); plus the fused attention kernel alone. Artifacts are
    written under ``--artifacts``.
@@ -114,10 +115,10 @@ TORCH: dict[str, tuple[Any, tuple[Any, ...]]] = {}
 """Block or model name -> (torch module, example inputs): the reference on the GPU."""
 
 
-def example_models() -> list[str]:
+def example_models(size: str | None = None) -> list[str]:
     from examples.models.registry import MODELS
 
-    return [m.name for m in MODELS]
+    return [m.name for m in MODELS if size is None or m.size == size]
 
 
 def block_module(name: str, batch: int, seq: int) -> Any:
@@ -358,8 +359,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dry-run", action="store_true", help="build every artifact, run nothing")
     ap.add_argument("--blocks", default=",".join(BLOCKS))
-    ap.add_argument("--models", default="all",
-                    help="example models (examples/models/registry.py), comma-separated; 'all' or 'none'")
+    ap.add_argument("--models", default="tiny",
+                    help="example models (examples/models/registry.py), comma-separated; 'tiny' (every "
+                         "model of tiny size: each family, attention form and dtype), 'all' or 'none'")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--seq", type=int, default=512)
     ap.add_argument("--repeats", type=int, default=50)
@@ -383,8 +385,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"gpu_check.py: unknown block {b!r}; expected one of {', '.join(BLOCKS)}", file=sys.stderr)
             return 2
     known = example_models()
-    models = known if args.models == "all" else [] if args.models == "none" else \
-        [x for x in args.models.split(",") if x]
+    named = {"all": known, "none": [], "tiny": example_models("tiny"), "small": example_models("small")}
+    models = named.get(args.models) or [x for x in args.models.split(",") if x and x not in named]
     for x in models:
         if x not in known:
             print(f"gpu_check.py: unknown example model {x!r}; expected one of {', '.join(known)}", file=sys.stderr)

@@ -179,6 +179,10 @@ def generate(model: Any, target: Any, prompt_ids: Any, new_tokens: int, batch: i
     if new_tokens < 1:
         raise GenerateError(f"generate: new tokens must be >= 1, got {new_tokens}")
     plen0 = np.asarray(prompt_ids).shape[-1]
+    cache_len = compiled.max_cache_len if compiled else getattr(model, "max_cache_len", 0)
+    if cache_len and plen0 + new_tokens - 1 > cache_len:
+        raise GenerateError(f"generate: prompt {plen0} + {new_tokens} new tokens needs {plen0 + new_tokens - 1} "
+                            f"cache positions; the cache holds {cache_len} (export with a longer max cache length)")
     c = compiled or compile_decoder(model, target, plen0)
     p = _prompt(prompt_ids, batch, c.batch)
     plen = p.shape[1]

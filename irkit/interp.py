@@ -120,7 +120,10 @@ class Interpreter:
     def run(self, m: Module | Function, inputs: Sequence[np.ndarray] | Mapping[str, np.ndarray],
             fn: str | None = None) -> list[np.ndarray]:
         f = _entry(m, fn)
-        xs = self._inputs(f, inputs)
+        return self._run(f, self._inputs(f, inputs))
+
+    def _run(self, f: Function, xs: list[np.ndarray]) -> list[np.ndarray]:
+        """Run ``f`` on inputs already converted by :meth:`_inputs`."""
         b = bind_symbols(f, xs)
         self._declared = int_cast_cone(f) if self.float64 else frozenset()
         return self._graph(f.body, xs, b)
@@ -268,7 +271,8 @@ def run_function_stateful(m: Module | Function, inputs: Sequence[np.ndarray | No
     argument's buffer in ``state`` holds the value of its output (the function's
     ``aliases`` attribute, see :mod:`irkit.ir.aliases`), so calling again with
     ``None`` continues from the updated state.  Returns all outputs, the aliased ones
-    included.  ``state`` is updated only when the run succeeds.
+    included.  ``state`` is updated only when the run succeeds.  With ``float64=True``
+    (the oracle) resident float buffers stay in f64 from one step to the next.
     """
     from irkit.ir.aliases import get_aliases
 
@@ -302,7 +306,15 @@ def run_function_stateful(m: Module | Function, inputs: Sequence[np.ndarray | No
         aliases = get_aliases(f)
     except ValueError as e:
         raise InputError(str(e)) from None
-    outs = Interpreter(float64).run(f, xs)
+    interp = Interpreter(float64)
+    conv = interp._inputs(f, xs)
+    if float64:
+        # The oracle keeps resident float state in f64 across steps (it is program state, like any
+        # intermediate value); only arrays the caller passes are converted from their dtype.
+        for i, x in enumerate(seq):
+            if x is None and f.args[i].type.dtype.is_float and xs[i].dtype == np.float64:
+                conv[i] = xs[i]
+    outs = interp._run(f, conv)
     for o, a in aliases.items():
         state[a] = outs[o]
     return outs

@@ -137,11 +137,15 @@ def compare_commits(rows: Sequence[Any], a: str, b: str) -> dict[str, Any]:
             what = f"check {'OK' if ra.result.get('ok') else 'MISMATCH'} -> {'OK' if rb.result.get('ok') else 'MISMATCH'}"
         else:
             xa, xb = _headline_number(ra), _headline_number(rb)
-            if ra.measurement in ("bench", "estimate") and xa and xb and abs(xb / xa - 1) > 0.10:
+            # A timing changed when it moved by more than 10 % and by more than the two
+            # measurements' spreads (IQR / median) together: noise on a busy machine is not a change.
+            noise = float(ra.result.get("spread", 0) or 0) + float(rb.result.get("spread", 0) or 0)
+            if ra.measurement in ("bench", "estimate") and xa and xb and abs(xb / xa - 1) > max(0.10, noise):
                 what = f"{ra.measurement} x{xb / xa:.2f}"
         if what:
-            changes.append({"model": rb.model, "pipeline": rb.pipeline, "target": rb.target,
-                            "bindings": rb.bindings, "measurement": rb.measurement, "change": what})
+            changes.append({"model": rb.model, "pipeline": rb.pipeline or "-", "target": rb.target,
+                            "dims": ",".join(f"{k}={v}" for k, v in sorted(rb.bindings.items())) or "-",
+                            "measurement": rb.measurement, "change": what})
     return {"a": ca, "b": cb, "matched": len(set(at_a) & set(at_b)), "only_a": len(set(at_a) - set(at_b)),
             "only_b": len(set(at_b) - set(at_a)), "changes": changes}
 

@@ -1342,7 +1342,45 @@ def import_hlo(source: str | Path, name: str = "main") -> Module:
         raise FrontendError(f"{src}:{_hlo_error(str(e))} (HLO parse error)") from None
     comp = hlo.XlaComputation(hm.as_serialized_hlo_module_proto())
     mlir_text = _jax.mlir.xla_computation_to_mlir_module(comp)
-    return import_stablehlo(mlir_text, name, source_name=src)
+    m = import_stablehlo(mlir_text, name, source_name=src)
+    aliases = _hlo_aliases(text, src)
+    if aliases:
+        f = m.entry
+        for o, a in aliases.items():
+            if o >= len(f.outputs) or a >= len(f.args) or f.outputs[o].type != f.args[a].type:
+                raise FrontendError(f"{src}: input_output_alias pairs output {o} with parameter {a}, "
+                                    "which the entry computation does not have with one type")
+        set_aliases(f, aliases)
+        verify(m)
+    return m
+
+
+_HLO_ALIAS = re.compile(r"\{\s*([0-9, ]*)\}\s*:\s*\(\s*(\d+)\s*,\s*\{\s*([0-9, ]*)\}\s*(?:,\s*[a-z-]+\s*)?\)")
+
+
+def _hlo_aliases(text: str, src: str) -> dict[int, int]:
+    """``{output: parameter}`` from the ``HloModule`` header's ``input_output_alias={ {1}: (1, {}, may-alias) }``
+    (XLA's record of donated buffers; StableHLO conversion drops it).  Only whole parameters aliased to
+    top-level outputs are state; a nested tuple index is refused."""
+    header = text.lstrip().split("\n", 1)[0]
+    at = header.find("input_output_alias={")
+    if at < 0:
+        return {}
+    body, depth = "", 0
+    for ch in header[at + len("input_output_alias="):]:
+        depth += ch == "{"
+        depth -= ch == "}"
+        body += ch
+        if depth == 0:
+            break
+    out: dict[int, int] = {}
+    for mt in _HLO_ALIAS.finditer(body[1:-1]):
+        out_index = [int(x) for x in mt.group(1).replace(" ", "").split(",") if x]
+        if len(out_index) > 1 or mt.group(3).strip():
+            raise FrontendError(f"{src}: input_output_alias {mt.group(0)} names a nested tuple element; only "
+                                "whole parameters aliased to top-level outputs are supported")
+        out[out_index[0] if out_index else 0] = int(mt.group(2))
+    return out
 
 
 def _hlo_error(msg: str) -> str:

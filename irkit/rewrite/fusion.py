@@ -93,7 +93,8 @@ def producer_chain(v: Value, depth: int = 6) -> list[Op]:
     return out
 
 
-def expression_ops(root: Op, stop: Value | None = None, *, enter: Callable[[Op], bool] | None = None,
+def expression_ops(root: Op, stop: Value | None = None, *,
+                   enter: Callable[[Op], bool] | None = None,
                    skip: Callable[[Value], bool] | None = None,
                    limit: int = 64) -> tuple[list[Op], dict[int, Value]]:
     """The ops of the expression computing ``root`` (``root`` first), and its leaves by id.

@@ -218,7 +218,7 @@ def decode_model(name: str, size: Size = "toy", *, batch: int = 1, max_cache_len
     comes).  Else two static exports: decode for 1 token and, when ``prompt_len`` > 1 is given,
     prefill for ``prompt_len`` tokens.  ``max_cache_len`` defaults to the model's position limit capped
     at 64 (toy) or 1024 (full)."""
-    key = (name, size, batch, max_cache_len, prompt_len, seed, dynamic)
+    key = (name, size, batch, max_cache_len, None if dynamic else prompt_len, seed, dynamic)
     if key not in _MEMO:
         _MEMO[key] = _decode_model(name, size, batch, max_cache_len, prompt_len, seed, dynamic)
     return _MEMO[key]

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from irkit.zoo.build import ZooError, build, entry, make_config
+from irkit.zoo.registry import INPUT_NAMES
 
 try:
     import jax
@@ -460,13 +461,13 @@ def _copy_vit(hf: Any, m: FlaxViT) -> None:
     _set(m.cls_token, emb.cls_token)
     _set(m.position_embeddings, emb.position_embeddings)
     heads = hf.config.num_attention_heads
-    for dst, src in zip(m.layers, hf.encoder.layer):
+    for dst, src in zip(m.layers, hf.layers):
         a = src.attention
-        _mha(dst.attention, a.attention.query, a.attention.key, a.attention.value, a.output.dense, heads)
+        _mha(dst.attention, a.q_proj, a.k_proj, a.v_proj, a.o_proj, heads)
         _norm(dst.layernorm_before, src.layernorm_before)
         _norm(dst.layernorm_after, src.layernorm_after)
-        _linear(dst.intermediate, src.intermediate.dense)
-        _linear(dst.output, src.output.dense)
+        _linear(dst.intermediate, src.mlp.fc1)
+        _linear(dst.output, src.mlp.fc2)
     _norm(m.layernorm, hf.layernorm)
 
 
@@ -524,15 +525,22 @@ def build_pair(name: str, size: str = "toy", *, seed: int = 0) -> tuple[Any, Any
     return hf, m, flax_inputs(inputs)
 
 
-def as_function(nnx_model: Any) -> Any:
-    """A plain function of the model's inputs (weights closed over): what ``import_jax`` and
-    ``jax.jit(...).lower`` take."""
+def as_function(nnx_model: Any, input_names: tuple[str, ...] | None = None) -> Any:
+    """A plain function of the model's inputs, the weights closed over as a nested dict of arrays
+    (``nnx.to_pure_dict``): what ``import_jax`` and ``jax.jit(...).lower`` take.  Its parameters
+    are named like the transformers model's inputs (``input_ids``, ``pixel_values``...; default:
+    the zoo entry's), so the jaxpr import names its arguments after them and its constants by
+    their NNX path (``layers.0.q_proj.kernel``)."""
+    names = input_names or INPUT_NAMES[entry(nnx_model.zoo_name).inputs]
+    if not all(n.isidentifier() for n in names):
+        raise ZooError(f"input names {names} are not identifiers")
     graphdef, state = nnx.split(nnx_model)
-
-    def forward(*inputs: Any) -> Any:
-        return nnx.merge(graphdef, state)(*inputs)
-
-    return forward
+    params = nnx.to_pure_dict(state)
+    ns: dict[str, Any] = {"_run": lambda *xs: nnx.merge(graphdef, params)(*xs), "params": params}
+    args = ", ".join(names)
+    # Python gives a function its parameter names only at definition (as in irkit.zoo.build).
+    exec(f"def forward({args}):\n    params\n    return _run({args})\n", ns)  # noqa: S102
+    return ns["forward"]
 
 
 __all__ = ["FLAX_NAMES", "TESTED_WITH", "FlaxBert", "FlaxGPT2", "FlaxLlama", "FlaxT5", "FlaxViT", "as_function",

@@ -308,16 +308,21 @@ def test_jax_donated_cache():
     assert get_aliases(import_jax(step, args).entry) == {}
 
 
-def test_jax_stablehlo_aliasing_output():
-    from irkit.frontends.jax import import_stablehlo
+def test_jax_stablehlo_and_hlo_aliasing():
+    from irkit.frontends.jax import import_hlo, import_stablehlo
 
     step = _jax_decode_step()
     rng = np.random.default_rng(5)
     xs = [rng.standard_normal((1, 8)).astype(np.float32) for _ in range(2)]
     args = (xs[0], np.zeros((MAX_CACHE, 8), np.float32), np.zeros((MAX_CACHE, 8), np.float32), np.int32(0))
-    text = jax.jit(step, donate_argnums=(1, 2)).lower(*args).as_text()
+    lowered = jax.jit(step, donate_argnums=(1, 2)).lower(*args)
+    text = lowered.as_text()
     assert "tf.aliasing_output = 1" in text and "tf.aliasing_output = 2" in text
     _check_jax(import_stablehlo(text), step, xs)
+    # XLA's HLO text keeps the donation in its header: input_output_alias={ {1}: (1, {}, may-alias), ... }.
+    hlo = lowered.as_text(dialect="hlo")
+    assert "input_output_alias" in hlo.splitlines()[0]
+    _check_jax(import_hlo(hlo), step, xs)
 
 
 # ---------------------------------------------------------------------------

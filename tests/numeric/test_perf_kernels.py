@@ -5,7 +5,8 @@
   otherwise (groups); odd sizes, dilation, a runtime weight, no bias.
 - Small matmuls, row kernels and attention run on one thread (no pool launch); the results are
   the same kernels' results.
-- The ort target emits onnxruntime's fused contrib operators where they are exact for the IR op.
+- The ort target's Attention expands a mask only over the query/key dims and reads "row has a live
+  key" off the unexpanded mask: still exact, fully masked rows included.
 """
 
 from __future__ import annotations
@@ -41,13 +42,13 @@ def _conv_module(xs, ws, *, const_w=True, bias=True, seed=0, **attrs):
 CONVS = [
     # (x shape, w shape, attrs, const weight, bias, expect the GEMM path)
     pytest.param((2, 3, 32, 32), (64, 3, 8, 8), {"strides": (8, 8)}, True, True, True, id="patchify-vit"),
-    pytest.param((1, 3, 30, 23), (17, 3, 7, 7), {"strides": (7, 7)}, True, True, True, id="patchify-ragged"),
+    pytest.param((1, 3, 30, 23), (17, 3, 7, 7), {"strides": (7, 7)}, True, True, True, id="patchify-ragged", marks=pytest.mark.slow),
     pytest.param((2, 13, 5, 9), (7, 13, 1, 1), {}, True, False, True, id="pointwise-odd"),
     pytest.param((1, 3, 15, 17), (8, 3, 3, 3), {"strides": (2, 2), "padding": (1, 1, 1, 1)}, True, True, True,
                  id="stem-3x3-s2-pad"),
     pytest.param((1, 4, 11, 10), (5, 4, 3, 3), {"padding": (2, 1, 0, 2), "dilations": (2, 1)}, True, True, True,
-                 id="dilated-asym-pad"),
-    pytest.param((2, 3, 16, 16), (12, 3, 4, 4), {"strides": (4, 4)}, False, True, True, id="patchify-runtime-w"),
+                 id="dilated-asym-pad", marks=pytest.mark.slow),
+    pytest.param((2, 3, 16, 16), (12, 3, 4, 4), {"strides": (4, 4)}, False, True, True, id="patchify-runtime-w", marks=pytest.mark.slow),
     pytest.param((1, 6, 9, 9), (4, 3, 3, 3), {"groups": 2, "padding": (1, 1, 1, 1)}, True, True, False,
                  id="grouped-direct"),
 ]
@@ -108,7 +109,7 @@ def _conv1d_module(xs, ws, seed=1, **attrs):
 @pytest.mark.parametrize("attrs, gemm", [
     pytest.param({"strides": (1,), "padding": (1, 1)}, True, id="whisper-conv1"),
     pytest.param({"strides": (2,), "padding": (1, 1)}, True, id="whisper-conv2-stride2"),
-    pytest.param({"strides": (1,), "padding": (2, -1)}, False, id="negative-pad-direct"),
+    pytest.param({"strides": (1,), "padding": (2, -1)}, False, id="negative-pad-direct", marks=pytest.mark.slow),
 ])
 def test_conv1d_as_gemm_matches_float64(attrs, gemm) -> None:
     m, ins = _conv1d_module((2, 8, 31), (16, 8, 3), **attrs)
@@ -117,4 +118,48 @@ def test_conv1d_as_gemm_matches_float64(attrs, gemm) -> None:
     fns = [f for k in art.kernels for f in k.extra.get("functions", [])]
     assert any(f.endswith("_im2col") for f in fns) == gemm, fns
     rep = compare_all(t.run(art, ins), run(m, ins, float64=True), module_tolerance(m))
+    assert rep.ok, [c.describe() for c in rep.comparisons if not c.ok]
+
+
+def _attention_module(mask_shape, causal: bool):
+    f_types = [TensorType((2, 4, 6, 8), DType.f32), TensorType((2, 4, 7, 8), DType.f32),
+               TensorType((2, 4, 7, 8), DType.f32), TensorType(mask_shape, DType.bool)]
+    f, b = new_function("main", f_types, ["q", "k", "v", "mask"])
+    b.ret(b.create("ik.attention", list(f.args), {"scale": 0.35, "causal": causal}).results[0])
+    m = Module([f])
+    verify(m)
+    return m
+
+
+@pytest.mark.parametrize("mask_shape, causal", [
+    pytest.param((2, 1, 1, 7), False, id="key-padding-mask"),
+    pytest.param((2, 1, 1, 7), True, id="key-padding-mask-causal", marks=pytest.mark.slow),
+    pytest.param((6, 7), False, id="rank2-mask"),
+    pytest.param((2, 4, 6, 7), False, id="full-mask", marks=pytest.mark.slow),
+])
+def test_ort_attention_masks_match_float64(mask_shape, causal) -> None:
+    """The ort target's Attention with its mask expanded only over the query/key dims: exact, including a
+    batch row whose keys are all masked (zeros, not onnxruntime's NaN) and negative inputs."""
+    pytest.importorskip("onnxruntime")
+    m = _attention_module(mask_shape, causal)
+    rng = np.random.default_rng(7)
+    q = rng.standard_normal((2, 4, 6, 8)).astype(np.float32) * 3 - 1
+    k = rng.standard_normal((2, 4, 7, 8)).astype(np.float32) * 3 - 1
+    v = rng.standard_normal((2, 4, 7, 8)).astype(np.float32) - 0.5
+    mask = rng.random(mask_shape) > 0.3
+    if len(mask_shape) == 4 and mask_shape[1] == 1:
+        mask[1] = False  # every key of batch row 1 padded
+        mask[0, ..., 0] = True
+    elif len(mask_shape) == 2:
+        mask[2] = False  # query row 2 sees no key
+        mask[0, 0] = True
+    else:
+        mask[0, 1, 3] = False
+    ins = [q, k, v, mask]
+    t = get_target("ort")
+    art = t.lower(m)
+    got = t.run(art, ins)
+    ref = run(m, ins, float64=True)
+    assert np.isfinite(got[0]).all()
+    rep = compare_all(got, ref, module_tolerance(m))
     assert rep.ok, [c.describe() for c in rep.comparisons if not c.ok]

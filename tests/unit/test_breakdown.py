@@ -21,16 +21,16 @@ from irkit.targets.registry import get_target
 def _block() -> tuple[Module, list[np.ndarray]]:
     """matmul + bias + gelu, then layer norm: a few kernels, milliseconds of work."""
     rng = np.random.default_rng(3)
-    f, b = new_function("main", [TensorType((64, 256), DType.f32)], ["x"])
-    w = b.constant((rng.standard_normal((256, 512)) * 0.05).astype(np.float32))
-    bias = b.constant(rng.standard_normal(512).astype(np.float32))
+    f, b = new_function("main", [TensorType((32, 128), DType.f32)], ["x"])
+    w = b.constant((rng.standard_normal((128, 256)) * 0.05).astype(np.float32))
+    bias = b.constant(rng.standard_normal(256).astype(np.float32))
     h = b.create("ik.matmul", [f.args[0], w], {}).results[0]
     h = b.create("ik.add", [h, bias], {}).results[0]
     h = b.create("ik.gelu", [h], {}).results[0]
     b.ret(b.create("ik.layer_norm", [h], {"axis": -1, "eps": 1e-5}).results[0])
     m = Module([f])
     verify(m)
-    return m, [rng.standard_normal((64, 256)).astype(np.float32)]
+    return m, [rng.standard_normal((32, 128)).astype(np.float32)]
 
 
 @pytest.mark.parametrize("target", ["tvm-llvm", "ort"])

@@ -58,10 +58,12 @@ def test_one_unsupported_family_for_all_frontends() -> None:
     for mod in (torch_cx, onnx_ops, jax_emit, common):
         assert mod.Unsupported is Unsupported, mod.__name__
     assert issubclass(torch_cx.DataDependent, Unsupported)
-    assert issubclass(Unsupported, UnsupportedOpsError) and issubclass(UnsupportedOpsError, IrkitError)
+    assert issubclass(Unsupported, UnsupportedOpsError)
+    assert issubclass(UnsupportedOpsError, IrkitError)
     e = Unsupported("dtype complex64")
     assert e.what == "dtype complex64" and str(e) == "dtype complex64"
-    report = UnsupportedOpsError("m.onnx", {"Loop (control flow)": ["loop_a", "loop_b"], "TopK": ["t"]})
+    ops = {"Loop (control flow)": ["loop_a", "loop_b"], "TopK": ["t"]}
+    report = UnsupportedOpsError("m.onnx", ops)
     msg = str(report)
     assert msg.startswith("m.onnx: 3 unsupported op(s) of 2 kind(s): ")
     assert "Loop (control flow) x2 (loop_a, loop_b)" in msg and "TopK x1 (t)" in msg
