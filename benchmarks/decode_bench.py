@@ -11,7 +11,7 @@ place); ``--torch-compile`` adds ``torch.compile`` of it.
 
 Run (each line well under 3 minutes on 2 cores):
     python benchmarks/decode_bench.py --model gpt2 --size toy --batch 1,8 --targets ort,tvm-llvm,xla-cpu
-    python benchmarks/decode_bench.py --model gpt2 --size full --batch 1 --targets ort,xla-cpu --max-cache-len 1024
+    python benchmarks/decode_bench.py --model gpt2 --size full --batch 1 --targets ort,xla-cpu --steps 10
 Writes benchmarks/results/decode_<model>_<size>.md (append with --append).
 """
 
@@ -99,6 +99,9 @@ def main() -> int:
     ap.add_argument("--pos", default="", help="start positions (default 10 and 1000 where the cache allows)")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--torch-compile", action="store_true")
+    ap.add_argument("--torch-threads", type=int, default=1,
+                    help="torch intra-op threads (default 1: on a busy 2-core machine more threads oversubscribe "
+                         "and torch eager slows down 10x)")
     ap.add_argument("--append", action="store_true")
     args = ap.parse_args()
 
@@ -106,7 +109,7 @@ def main() -> int:
 
     from irkit.zoo.decode import decode_model
 
-    torch.set_num_threads(max(1, torch.get_num_threads()))
+    torch.set_num_threads(args.torch_threads)
     rows = []
     for b in [int(x) for x in args.batch.split(",")]:
         t0 = time.perf_counter()
@@ -138,7 +141,8 @@ def main() -> int:
     all_pos = sorted({p for r in rows for p in r[2]})
     head = "| engine | batch | " + " | ".join(f"step ms @pos {p} | tok/s @pos {p}" for p in all_pos) + \
         " | compile s | note |"
-    lines = [f"`{cmd}` (model {args.model} {args.size}, cache {L} positions, median of {args.steps} steps)", "",
+    lines = [f"`{cmd}` (model {args.model} {args.size}, cache {L} positions, median of {args.steps} steps, "
+             f"torch threads {args.torch_threads})", "",
              head, "|" + "---|" * (4 + 2 * len(all_pos))]
     for eng, b, st, comp, note in rows:
         cells = []

@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from irkit.targets.registry import get_target
+
     from irkit.text.parser import parse_module
 
     m = parse_module(IR.replace("SIZE", str(args.size)))

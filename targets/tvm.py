@@ -65,6 +65,12 @@ _OPAQUE = 8
 
 def _tvm_available() -> str | None:
     try:
+        from irkit.targets.cuda_env import preload_cuda_libraries
+
+        preload_cuda_libraries()  # before the first `import tvm`: the CUDA 13 wheels' runtime and NVRTC
+    except Exception:  # noqa: BLE001 - nothing CUDA installed: TVM's CPU runtime needs none of it
+        pass
+    try:
         import tvm  # noqa: F401
         from tvm import relax  # noqa: F401
     except Exception as e:  # noqa: BLE001 - any import failure means the extra is missing
@@ -1156,6 +1162,7 @@ class TvmTarget(Target):
         return f"TVM Relax + scheduled TensorIR for CUDA {self.arch} (CUDA source and PTX here; runs on a GPU)"
 
     def tvm_target(self) -> Any:
+        _tvm_available()  # loads the CUDA libraries before tvm is first imported, where they exist
         from irkit.targets.tvm_kernels.common import cpu_target, cuda_target
 
         return cpu_target() if self.kind == "llvm" else cuda_target(self.arch)

@@ -249,6 +249,28 @@ def test_buffer_mutations_become_aliased_state(decomposed):
         assert int(state[4]) == int(ref.count) == pos[0] + 2
 
 
+def test_user_input_mutation_aliases_its_argument():
+    from irkit.frontends.torch_export import import_exported_program
+
+    class Accumulate(torch.nn.Module):
+        def forward(self, acc, x):
+            acc.add_(x)
+            return acc * 2
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ep = torch.export.export(Accumulate(), (torch.ones(3), torch.ones(3)), strict=False).run_decompositions()
+    f = import_exported_program(ep).entry
+    assert f.arg_names() == ["acc", "x"] and get_aliases(f) == {1: 0}
+    state: dict[int, np.ndarray] = {}
+    x = np.array([0.5, -1.0, 2.0], np.float32)
+    acc = np.array([1.0, 2.0, 3.0], np.float32)
+    for step in range(3):
+        y, _ = run_function_stateful(f, [acc if step == 0 else None, x], state)
+        np.testing.assert_allclose(state[0], acc + (step + 1) * x, rtol=1e-6)
+        np.testing.assert_allclose(y, 2 * state[0], rtol=1e-6)
+
+
 # ---------------------------------------------------------------------------
 # JAX: donated cache buffers
 

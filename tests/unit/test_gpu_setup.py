@@ -15,9 +15,14 @@ import tomllib
 from pathlib import Path
 
 import pytest
-
 from irkit.targets import cuda_env
-from irkit.targets.cuda_env import CudaStatus, CudaUnavailable, cuda_status, preload_cuda_libraries, require_cuda
+from irkit.targets.cuda_env import (
+    CudaStatus,
+    CudaUnavailable,
+    cuda_status,
+    preload_cuda_libraries,
+    require_cuda,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -76,12 +81,13 @@ def test_nvrtc_compiles_a_kernel_to_ptx_when_installed() -> None:
     assert ".target sm_90" in text and ".entry axpy" in text
 
 
+@pytest.mark.slow  # ~30 s here; tests/unit/test_target_tvm.py::test_tvm_cuda_source_and_ptx covers it by default
 def test_tvm_cuda_builds_compile_only() -> None:
     if importlib.util.find_spec("tvm") is None:
         pytest.skip("TVM not installed")
     import numpy as np
-
     from irkit.targets.registry import get_target
+
     from irkit.text.parser import parse_module
 
     t = get_target("tvm-cuda")

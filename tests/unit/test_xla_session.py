@@ -13,11 +13,12 @@ import pytest
 
 pytest.importorskip("jax")
 
-from irkit.errors import IrkitError  # noqa: E402
-from irkit.interp import run_function_stateful  # noqa: E402
-from irkit.targets.registry import get_target  # noqa: E402
-from irkit.targets.xla import XlaSession, hlo_input_output_alias  # noqa: E402
-from irkit.text.parser import parse_module  # noqa: E402
+from irkit.targets.registry import get_target
+from irkit.targets.xla import XlaSession, hlo_input_output_alias
+
+from irkit.errors import IrkitError
+from irkit.interp import run_function_stateful
+from irkit.text.parser import parse_module
 
 # Two caches of the same type, written by two outputs; the logits-like output 0 has that type
 # too, so a naive pairing (first donated buffer of a type to the first output of that type)
