@@ -46,8 +46,9 @@ def main() -> int:
             print(f"{label}: rc {r.returncode}, {len(res)} results, {wall:.1f} s", file=sys.stderr)
     base = rows[0][4]
     same = all(stores[m[0]] == stores[MODES[0][0]] for m in MODES)
-    lines = [f"`python benchmarks/sweep_scaling.py` (examples/sweeps/smoke.toml: {rows[0][2]} tasks, "
-             "3 tiny models x 2 pipelines; estimate, check and a short bench on reference, xla-cpu, ort, tvm-llvm)",
+    head = (f"`python benchmarks/sweep_scaling.py` (examples/sweeps/smoke.toml: {rows[0][2]} tasks, "
+            "3 tiny models x 2 pipelines; estimate, check and a short bench on reference, xla-cpu, ort, tvm-llvm)")
+    lines = [head,
              "",
              "| executor | exit | results | ok | wall s | vs --jobs 1 | task seconds (sum) | load avg at start |",
              "|---|---:|---:|---:|---:|---:|---:|---:|"]

@@ -92,6 +92,7 @@ def op_is(v: Value, *names: str) -> Op | None:
     p = v.producer
     return p if p is not None and p.name in names else None
 
+
 # ---------------------------------------------------------------------------
 # Build helpers
 

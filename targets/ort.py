@@ -1278,10 +1278,14 @@ class OrtTarget(Target):
                 out.append((n, float(np.median(d[per_run:] or d)) * per_run))
             return out
 
-        return Artifact(self.name, {"model.onnx": data}, kernels, dt, b,
+        art = Artifact(self.name, {"model.onnx": data}, kernels, dt, b,
                         [a.type.concrete_shape(b) for a in fn.args],
                         {"opset": OPSET, "attention": self.attention, "onnxruntime": ort.__version__},
                         runner, profiler)
+        from irkit.targets.base import module_aliases
+
+        art.aliases = module_aliases(module)  # the function's `aliases` attribute, for sessions
+        return art
 
 
 __all__ = ["NO_ONNX_OP", "OPSET", "ORT_RULES", "OrtTarget", "export_onnx"]

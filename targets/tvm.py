@@ -96,6 +96,8 @@ class _Lowerer:
         self.reshape_source: dict[int, Any] = {}
         """Relax reshape results -> the tensor they reshape (a reshape of a reshape reads the source)."""
         self.function: dict[str, str] = {}
+        self.inplace_args: set[int] = set()
+        """Entry arguments some kernel updates in place (their outputs share the argument's buffer)."""
         self.aux_functions: dict[str, list[str]] = {}
         """Kernel name -> the TE stages lowered with it (a conv-as-GEMM's im2col and re-layout)."""
         """Kernel name -> the PrimFunc it calls (the BlockBuilder shares one among equal kernels)."""
@@ -260,6 +262,52 @@ class _Lowerer:
             out = self.bb.emit(relax.op.reshape(out, self.shape(op.results[0])))
         self.aux_functions.setdefault(name, []).extend([f"{name}_im2col", f"{name}_nchw"])
         self.env[id(op.results[0])] = out
+        return True
+
+    def try_inplace_update(self, op: Op, ins: list[Any]) -> bool:
+        """``ik.dynamic_update_slice`` into an entry argument that the function's ``aliases`` attribute
+        aliases to this op's result as an output (a KV cache): written in place with
+        ``R.call_tir_inplace`` (the row, not a copy of the cache), when no op reads the argument after
+        the update.  CPU only."""
+        if self.gpu:
+            return False
+        from irkit.ir.aliases import get_aliases
+
+        fn = self.module.entry
+        x = op.operand(0)
+        arg = next((i for i, a in enumerate(fn.args) if a is x), None)
+        if arg is None:
+            return False
+        outs = fn.outputs
+        if not any(a == arg and o < len(outs) and outs[o] is op.results[0] for o, a in get_aliases(fn).items()):
+            return False
+        body = list(fn.body)
+        top = next((i for i, t in enumerate(body) if t is op), None)
+        if top is None:
+            return False
+        for i, t in enumerate(body):
+            if t is op:
+                continue
+            nested = [t, *(o for r in t.regions for o in r.walk())]
+            if any(v is x for o in nested for v in o.operands) and i > top:
+                return False  # read after the update: it needs the old value
+        from irkit.targets.tvm_kernels.movement import dynamic_update_slice_inplace
+
+        relax = self.relax
+        name = self.kname(op)
+        xs_, us_ = self.shape(x), self.shape(op.operand(1))
+        try:
+            func = dynamic_update_slice_inplace(xs_, us_, len(xs_), _TVM_DTYPE[x.dtype],
+                                                _TVM_DTYPE[op.operand(2).dtype], name=name)
+        except Exception:  # noqa: BLE001 - the functional update below is always correct
+            return False
+        func = func.with_attr("tirx.is_scheduled", True).with_attr("op_pattern", _OPAQUE)
+        gv = self.bb.add_func(func, name)
+        self.function[name] = gv.name_hint
+        self.kernels.append((name, [op]))
+        self.inplace_args.add(arg)
+        res = self.bb.emit(relax.call_tir_inplace(gv, ins, [0], relax.TensorType(xs_, _TVM_DTYPE[x.dtype])))
+        self.env[id(op.results[0])] = res
         return True
 
     def try_epilogue(self, op: Op) -> bool:
@@ -1046,9 +1094,11 @@ def _dynamic_slice(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
 
 
 @rule("ik.dynamic_update_slice")
-def _dynamic_update_slice(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
+def _dynamic_update_slice(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any] | None:
     from irkit.targets.tvm_kernels import te_ops
 
+    if lw.try_inplace_update(op, ins):
+        return None
     return [lw.emit(op, te_ops.dynamic_update_slice, *ins)]
 
 
@@ -1234,6 +1284,8 @@ class TvmTarget(Target):
             kernels.append(Kernel(low.kname(op), "TOPI (Relax-fused)", names, locs, "relax.py",
                                   extra={"functions": fns or [low.kname(op)]}))
         info.update({"tvm": tvm.__version__, "target": str(target), "scheduled_kernels": len(low.kernels)})
+        if low.inplace_args:
+            info["inplace_args"] = sorted(low.inplace_args)
         runner = profiler = None
         if self.kind == "llvm":
             vm = relax.VirtualMachine(ex, tvm.cpu())
@@ -1243,8 +1295,11 @@ class TvmTarget(Target):
 
                 return _profile_calls(relax.VirtualMachine(ex, tvm.cpu()), [to_tvm(np.asarray(x)) for x in xs], runs)
 
+            # an output that is an argument, or shares its buffer (an in-place update), is copied out
+            # of the staging array that the next call overwrites
             fast = _CpuRunner(vm, [a.type.concrete_shape(b) for a in fn.args], [_TVM_DTYPE[a.dtype] for a in fn.args],
-                              any(any(v is a for a in fn.args) for v in fn.outputs), len(fn.outputs) != 1)
+                              any(any(v is a for a in fn.args) for v in fn.outputs) or bool(low.inplace_args),
+                              len(fn.outputs) != 1)
 
             def runner(xs: Sequence[np.ndarray]) -> list[np.ndarray]:
                 # names ``vm`` so that sessions (targets/tvm_session.py) find the VM in the closure
@@ -1272,8 +1327,12 @@ class TvmTarget(Target):
                     if isinstance(out, (tuple, list)) or type(out).__name__ in ("Array", "ADT", "Tuple"):
                         return [o.numpy() for o in out]
                     return [out.numpy()]
-        return Artifact(self.name, files, kernels, dt, b, [a.type.concrete_shape(b) for a in fn.args], info, runner,
+        art = Artifact(self.name, files, kernels, dt, b, [a.type.concrete_shape(b) for a in fn.args], info, runner,
                         profiler)
+        from irkit.targets.base import module_aliases
+
+        art.aliases = module_aliases(module)  # the function's `aliases` attribute, for sessions
+        return art
 
 
 class _CpuRunner:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from irkit.frontends.torch_cx import ConvertContext, DataDependent, Unsupported, lazy
-from irkit.frontends.torch_ops import _axis, _opname, _require, _static, converter
+from irkit.frontends.torch_ops import _axis, _norm_index, _opname, _require, _static, converter
 from irkit.ir.core import Value
 from irkit.ir.types import Dim, DType, dim_prod
 
@@ -362,8 +362,6 @@ def _scatter_slice(cx: ConvertContext, x: Value, src: Value, ax: int, start: Dim
 
 @converter("slice_scatter")
 def _slice_scatter(cx: ConvertContext, a: dict) -> Any:
-    from irkit.frontends.torch_ops import _norm_index
-
     x = _require(a["self"], "input")
     ax = _axis(a.get("dim", 0), x.type.rank)
     start = a.get("start")

@@ -54,7 +54,7 @@ def _set(var: Any, value: Any) -> None:
     arr = np.asarray(value.detach().cpu().numpy() if hasattr(value, "detach") else value, dtype=np.float32)
     if tuple(var.shape) != arr.shape:
         raise ZooError(f"weight shape {arr.shape} does not fit the Flax parameter of shape {tuple(var.shape)}")
-    var[...] = jnp.asarray(arr)
+    var.set_value(jnp.asarray(arr))
 
 
 def _linear(dst: Any, src: Any) -> None:
@@ -488,22 +488,32 @@ def _check_name(name: str) -> None:
         raise ZooError(f"zoo '{name}' has no Flax NNX model (Flax models: {', '.join(FLAX_NAMES)})")
 
 
-def flax_model(name: str, size: str = "toy", *, seed: int = 0) -> Any:
+def flax_model(name: str, size: str = "toy", *, seed: int = 0, abstract: bool = False) -> Any:
     """A Flax NNX model of zoo architecture ``name`` at ``size``, from the same transformers config
-    as :func:`irkit.zoo.build` (weights: Flax's own random init; see :func:`copy_weights`)."""
+    as :func:`irkit.zoo.build`, with Flax's own random init (``nnx.Rngs(seed)``).  ``abstract=True``
+    builds it with ``nnx.eval_shape`` instead: parameters are shapes only, to be filled by
+    :func:`copy_weights` (no initialiser runs, which is most of the build time)."""
     _check_name(name)
     cls, _ = _BUILDERS[name]
-    return cls(make_config(entry(name), size), nnx.Rngs(seed))  # type: ignore[arg-type]
+    config = make_config(entry(name), size)  # type: ignore[arg-type]
+    if abstract:
+        return nnx.eval_shape(lambda: cls(config, nnx.Rngs(seed)))
+    return cls(config, nnx.Rngs(seed))
 
 
 def copy_weights(hf_model: Any, nnx_model: Any) -> Any:
     """Copy the weights of a transformers model (or the zoo's wrapper of one) into ``nnx_model``,
-    in place; returns ``nnx_model``.  Every parameter is written, shape-checked."""
+    in place; returns ``nnx_model``.  Every parameter is written, shape-checked; a parameter left
+    unwritten in an abstract model (:func:`flax_model` ``abstract=True``) is an error."""
     name = getattr(nnx_model, "zoo_name", None)
     if name not in _BUILDERS:
         raise ZooError(f"copy_weights: {type(nnx_model).__name__} is not a zoo Flax model")
     hf = getattr(hf_model, "model", hf_model) if hasattr(hf_model, "arch_name") else hf_model
     _BUILDERS[name][1](hf, nnx_model)
+    left = [".".join(map(str, path)) for path, v in nnx.to_flat_state(nnx.state(nnx_model))
+            if isinstance(v.get_raw_value() if hasattr(v, "get_raw_value") else v, jax.ShapeDtypeStruct)]
+    if left:
+        raise ZooError(f"copy_weights: {name}: no transformers weight for {', '.join(left)}")
     return nnx_model
 
 
@@ -521,7 +531,7 @@ def build_pair(name: str, size: str = "toy", *, seed: int = 0) -> tuple[Any, Any
     the Flax model holding its weights, and the example inputs as NumPy arrays."""
     _check_name(name)
     hf, inputs = build(name, size, seed=seed)  # type: ignore[arg-type]
-    m = copy_weights(hf, flax_model(name, size, seed=seed))
+    m = copy_weights(hf, flax_model(name, size, seed=seed, abstract=True))
     return hf, m, flax_inputs(inputs)
 
 

@@ -235,3 +235,46 @@ def pad(
 
     out = te.compute(out_shape, fn, name="out")
     return _kernel(name, [x], out, target, {"before": before, "after": after, "value": value})
+
+
+def dynamic_update_slice_inplace(
+    x_shape: Sequence[int], upd_shape: Sequence[int], starts_len: int, dtype: str, starts_dtype: str,
+    name: str = "dynamic_update_slice_inplace",
+) -> Any:
+    """A PrimFunc ``(x, update, starts)`` writing ``update`` into ``x`` itself at the clamped starts
+    (XLA DynamicUpdateSlice semantics: each start clamped to ``[0, dim - update dim]``).
+
+    Plain loops (no blocks), the outer update dim parallel when the update is large: for Relax's
+    ``call_tir_inplace`` with ``inplace_indices=[0]``, so a KV-cache row write costs the row,
+    not a copy of the cache."""
+    import math as _math
+
+    from tvm.script.ir_builder import IRBuilder
+    from tvm.tirx.script.builder import ir as T
+
+    dims = [int(d) for d in x_shape]
+    us = [int(d) for d in upd_shape]
+    with IRBuilder() as ib:
+        with T.prim_func():
+            T.func_name(name)
+            x = T.arg("x", T.buffer(tuple(dims), dtype))
+            upd = T.arg("update", T.buffer(tuple(us), dtype))
+            st = T.arg("starts", T.buffer((starts_len,), starts_dtype))
+            T.func_attr({"global_symbol": name})
+            starts = [tirx.max(tirx.min(tirx.Cast("int64", st[i]), tirx.const(d - u, "int64")),
+                               tirx.const(0, "int64")) for i, (d, u) in enumerate(zip(dims, us))]
+            total = _math.prod(us) if us else 1
+
+            def nest(level: int, idx: list[Any]) -> None:
+                if level == len(us):
+                    T.buffer_store(x, upd[tuple(idx)], [starts[i] + tirx.Cast("int64", v) for i, v in enumerate(idx)])
+                    return
+                loop = T.parallel if level == 0 and total >= (1 << 16) and us[0] > 1 else T.serial
+                with loop(0, us[level]) as i:
+                    nest(level + 1, [*idx, i])
+
+            if us:
+                nest(0, [])
+            else:
+                T.buffer_store(x, upd[()], [])
+    return ib.get()

@@ -163,3 +163,49 @@ def test_ort_attention_masks_match_float64(mask_shape, causal) -> None:
     assert np.isfinite(got[0]).all()
     rep = compare_all(got, ref, module_tolerance(m))
     assert rep.ok, [c.describe() for c in rep.comparisons if not c.ok]
+
+
+def _cache_update_module(read_after: bool = False):
+    from irkit.ir.aliases import set_aliases
+
+    f, b = new_function("main", [TensorType((2, 3, 16, 8), DType.f32), TensorType((2, 3, 1, 8), DType.f32),
+                                 TensorType((4,), DType.i64)], ["cache", "new", "starts"])
+    upd = b.create("ik.dynamic_update_slice", list(f.args), {}).results[0]
+    outs = [upd]
+    if read_after:
+        outs.append(b.create("ik.add", [f.args[0], f.args[0]], {}).results[0])
+    b.ret(*outs)
+    set_aliases(f, {0: 0})
+    m = Module([f])
+    verify(m)
+    return m
+
+
+@pytest.mark.parametrize("read_after", [False, True], ids=["inplace", "read-after-keeps-copy"])
+def test_kv_cache_update_in_place(read_after: bool) -> None:
+    """An aliased cache argument is updated in place (``call_tir_inplace``): Target.run stays functional
+    (the caller's array is untouched, outputs do not change under the next call), a session carries the
+    cache from call to call, and a later reader of the old cache keeps the copying update."""
+    m = _cache_update_module(read_after)
+    t = get_target("tvm-llvm")
+    art = t.lower(m)
+    assert ("inplace_args" in art.info) == (not read_after)
+    rng = np.random.default_rng(5)
+    cache = rng.standard_normal((2, 3, 16, 8)).astype(np.float32)
+    keep = cache.copy()
+    rows = [rng.standard_normal((2, 3, 1, 8)).astype(np.float32) for _ in range(3)]
+    starts = [np.array([0, 0, p, 0], np.int64) for p in (3, 20, -2)]  # in range, clamped high, clamped low
+    first = t.run(art, [cache, rows[0], starts[0]])
+    np.testing.assert_array_equal(cache, keep)
+    ref = run(m, [cache, rows[0], starts[0]], float64=True)
+    for g, r in zip(first, ref):
+        np.testing.assert_allclose(g, r, rtol=0, atol=0)
+    snapshot = first[0].copy()
+    t.run(art, [cache, rows[1], starts[1]])
+    np.testing.assert_array_equal(first[0], snapshot)
+    sess = t.open_session(art)
+    expect = cache.copy()
+    for i, (row, st) in enumerate(zip(rows, starts)):
+        sess.run([cache if i == 0 else None, row, st])
+        expect = run(m, [expect, row, st])[0]
+    np.testing.assert_array_equal(sess.read(0), expect)
