@@ -24,6 +24,7 @@ SECTIONS = [
     ("tvm_speed", "irkit tvm-llvm vs onnxruntime and TVM's default pipeline"),
     ("gpu_check", "GPU check (tvm-cuda, xla-gpu, fused attention vs torch)"),
     ("peers", "Peer comparison on the example models"),
+    ("sweeps", "Sweeps"),
     ("pipeline_scaling", "Optimising pipeline scaling"),
 ]
 

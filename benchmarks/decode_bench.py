@@ -141,8 +141,8 @@ def main() -> int:
     all_pos = sorted({p for r in rows for p in r[2]})
     head = "| engine | batch | " + " | ".join(f"step ms @pos {p} | tok/s @pos {p}" for p in all_pos) + \
         " | compile s | note |"
-    lines = [f"`{cmd}` (model {args.model} {args.size}, cache {L} positions, median of {args.steps} steps, "
-             f"torch threads {args.torch_threads})", "",
+    lines = [(f"`{cmd}` (model {args.model} {args.size}, cache {L} positions, median of {args.steps} steps, "
+              f"torch threads {args.torch_threads})"), "",
              head, "|" + "---|" * (4 + 2 * len(all_pos))]
     for eng, b, st, comp, note in rows:
         cells = []

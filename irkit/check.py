@@ -9,8 +9,8 @@ only here: :func:`tolerance`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -123,7 +123,8 @@ def compare(actual: np.ndarray, expected: np.ndarray, tol: Tolerance, name: str 
     if np.any(nan_a != nan_e):
         k = int(np.sum(nan_a != nan_e))
         idx = tuple(int(i) for i in np.unravel_index(int(np.argmax(nan_a != nan_e)), a.shape)) if a.ndim else ()
-        return Comparison(name, False, float("nan"), float("nan"), tol, idx, note=f"{k} NaNs where the oracle has none or vice versa")
+        return Comparison(name, False, float("nan"), float("nan"), tol, idx,
+                          note=f"{k} NaNs where the oracle has none or vice versa")
     same_inf = (af == ef)
     with np.errstate(all="ignore"):
         err = np.where(nan_a | same_inf, 0.0, np.abs(af - ef))

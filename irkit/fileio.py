@@ -13,8 +13,9 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO
 
 
 def atomic_write(path: str | os.PathLike[str], data: bytes | str) -> None:

@@ -31,8 +31,9 @@ and every target compute; everything else stays in f64.  The cone follows
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 

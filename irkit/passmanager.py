@@ -27,9 +27,10 @@ import sys
 import time
 import traceback
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, TextIO
+from typing import Any, ClassVar, TextIO
 
 from irkit.errors import InputError, IrkitError, NumericsError, PipelineError
 from irkit.ir.core import Module
@@ -347,7 +348,8 @@ def _parse_list(toks: _PipelineLexer, text: str) -> list[Pass]:
         name = toks.ident()
         if toks.peek() == "(":
             if name not in _ANCHORS:
-                raise PipelineError(f"pipeline: '{name}(...)' is not an anchor; use builtin.module(...) or func.func(...)")
+                raise PipelineError(f"pipeline: '{name}(...)' is not an anchor; "
+                                    "use builtin.module(...) or func.func(...)")
             toks.take("(")
             out.extend(_parse_list(toks, text))
             if not toks.take(")"):

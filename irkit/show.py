@@ -141,7 +141,8 @@ def build_graph(m: Module) -> nx.DiGraph:
 
 
 def to_dot(g: nx.DiGraph) -> str:
-    lines = ["digraph irkit {", "  rankdir=TB;", '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=10];']
+    lines = ["digraph irkit {", "  rankdir=TB;",
+             '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=10];']
     groups: dict[Any, list[str]] = {}
     for n, d in g.nodes(data=True):
         if d.get("group"):
@@ -173,14 +174,15 @@ def _draw_matplotlib(g: nx.DiGraph, fmt: str) -> bytes:
         layer = sorted(layer)
         for i, n in enumerate(layer):
             pos[n] = (i - (len(layer) - 1) / 2.0, -depth)
-    width = max(6.0, 1.6 * max((sum(1 for p in pos.values() if p[1] == y) for y in {p[1] for p in pos.values()}), default=1))
+    widest = max((sum(1 for p in pos.values() if p[1] == y) for y in {p[1] for p in pos.values()}), default=1)
+    width = max(6.0, 1.6 * widest)
     height = max(4.0, 0.9 * (1 - min((p[1] for p in pos.values()), default=0)))
     fig, ax = plt.subplots(figsize=(min(width, 60), min(height, 200)))
     groups: dict[Any, list[str]] = {}
     for n, d in g.nodes(data=True):
         if d.get("group"):
             groups.setdefault(d["group"], []).append(n)
-    for (gid, kind), members in groups.items():
+    for (_gid, kind), members in groups.items():
         xs = [pos[n][0] for n in members]
         ys = [pos[n][1] for n in members]
         ax.add_patch(patches.FancyBboxPatch((min(xs) - 0.55, min(ys) - 0.45), max(xs) - min(xs) + 1.1,

@@ -29,8 +29,6 @@ a cost estimate quietly wrong.
 
 from __future__ import annotations
 
-from irkit.errors import IrkitError
-
 import functools
 import math
 import os
@@ -38,6 +36,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+from irkit.errors import IrkitError
 
 __all__ = [
     "SPEC_DIR",

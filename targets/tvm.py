@@ -184,16 +184,13 @@ class _Lowerer:
         # by the kernel on every call (for the LM head that is a 2 MB copy per token batch).
         wconst = _const_array(w) if self.target.kind.name == "llvm" and len(self.shape(w)) == 2 else None
         xs_, ws_ = self.shape(x), self.shape(w)
-        batch = math.prod(max(a, b) for a, b in zip(([1] * len(ws_) + xs_[:-2])[-max(len(xs_), len(ws_)) + 2:],
-                                                     ([1] * len(xs_) + ws_[:-2])[-max(len(xs_), len(ws_)) + 2:])) \
-            if max(len(xs_), len(ws_)) > 2 else 1
-        flops = 2 * batch * xs_[-2] * xs_[-1] * ws_[-1]
         try:
+            flops = 2 * math.prod(np.broadcast_shapes(tuple(xs_[:-2]), tuple(ws_[:-2]))) * xs_[-2] * xs_[-1] * ws_[-1]
             k = mm.matmul(xs_, ws_, _TVM_DTYPE[x.dtype], bias=bias is not None, activation=act,
                           tile_m=tile[0], tile_n=tile[1], tile_k=tile[2], target=self.target,
                           name=self.kname(out or op), b_packed=wconst is not None,
                           parallel=self.gpu or _worth_parallel(flops))
-        except (ValueError, NotImplementedError):
+        except (ValueError, IndexError, NotImplementedError):  # rank < 2, shapes that do not broadcast
             return False
         if wconst is not None:
             packed = mm.pack_b(wconst, k.config["padded"], k.config["micro"][1])

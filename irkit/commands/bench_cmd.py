@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
 from collections.abc import Sequence
@@ -174,7 +175,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         rows_csv,
         rows_json,
     )
-    from irkit.commands.targets_cmd import parse_bindings
+    from irkit.commands.targets_cmd import checked_bindings
     from irkit.fileio import atomic_write
     from irkit.interp import default_bindings, random_inputs
     from irkit.ir.ops import op_cost
@@ -191,7 +192,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         if vals and name not in syms:
             raise InputError(f"--{'batch' if name == 'B' else 'seq'} sets the symbolic dim '{name}', but the "
                              f"module's inputs have {sorted(syms) or 'no symbolic dims'}")
-    extra = parse_bindings(args.bind)
+    extra = checked_bindings(fn, args.bind)
     base = default_bindings(fn, extra)
     shapes = [(b, s) for b in (batches or [base.get("B", 1)]) for s in (seqs or [base.get("S", 0)])]
     prices = parse_prices(args.price)
@@ -247,7 +248,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
                             prog.advance(task)
                             continue
                         if av.can_run:
-                            tm = measure(lambda: t.run(art, xs), warmup=args.warmup, repeats=args.repeats)
+                            tm = measure(functools.partial(t.run, art, xs), warmup=args.warmup,
+                                         repeats=args.repeats)
                             row.measured = True
                             row.latency_median = tm.median
                             row.latency_p90, row.latency_p99 = tm.percentile(90), tm.percentile(99)
@@ -282,7 +284,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     Console(width=None if sys.stdout.isatty() else 240).print(tab)
     for r in rows:
         if r.status != "ok" or not r.latency_median:
-            print(f"{r.target} B={r.batch} S={r.seq}: {r.status}: {r.note or 'no hardware description to estimate from'}")
+            why = r.note or "no hardware description to estimate from"
+            print(f"{r.target} B={r.batch} S={r.seq}: {r.status}: {why}")
     for r, lab in zip(rows, labels):
         if lab["price_note"]:
             print(f"{r.target} B={r.batch} S={r.seq}: {lab['price_note']}")

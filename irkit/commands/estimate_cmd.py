@@ -26,9 +26,7 @@ def resolve_spec(name: str) -> str:
 
     if name in list_specs():
         return name
-    from irkit.targets.registry import TARGETS, get_target
-
-    from irkit.targets.registry import load_targets
+    from irkit.targets.registry import TARGETS, get_target, load_targets
 
     load_targets()
     if name in TARGETS:

@@ -134,7 +134,8 @@ def compare_commits(rows: Sequence[Any], a: str, b: str) -> dict[str, Any]:
         if ra.status != rb.status:
             what = f"status {ra.status} -> {rb.status}"
         elif ra.measurement == "check" and bool(ra.result.get("ok")) != bool(rb.result.get("ok")):
-            what = f"check {'OK' if ra.result.get('ok') else 'MISMATCH'} -> {'OK' if rb.result.get('ok') else 'MISMATCH'}"
+            ok_a, ok_b = ("OK" if r.result.get("ok") else "MISMATCH" for r in (ra, rb))
+            what = f"check {ok_a} -> {ok_b}"
         else:
             xa, xb = _headline_number(ra), _headline_number(rb)
             # A timing changed when it moved by more than 10 % and by more than the two

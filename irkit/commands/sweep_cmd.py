@@ -18,7 +18,8 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dry-run", action="store_true", help="print the task count and a time estimate; run nothing")
     p.add_argument("--report", metavar="DIR", help="write report.md, results.csv and plots into DIR")
     p.add_argument("--timeout", type=float, help="seconds per task (overrides the spec's 'timeout')")
-    p.add_argument("--retries", type=int, help="retries of a task that timed out or lost its worker (overrides the spec)")
+    p.add_argument("--retries", type=int,
+                   help="retries of a task that timed out or lost its worker (overrides the spec)")
 
 
 def default_store(spec_path: str) -> str:

@@ -147,6 +147,8 @@ def _lower_args(p: argparse.ArgumentParser) -> None:
     _common(p)
     p.add_argument("--target", required=True)
     p.add_argument("-o", "--output", required=True, help="folder for the artifact files and manifest.json")
+    p.add_argument("--tuning-db", metavar="STORE",
+                   help="use the tiles `irkit tune` stored in STORE; matmuls without a stored choice keep the defaults")
 
 
 @command("lower", "compile an IR file for a target and write what its compiler produced")
@@ -160,6 +162,13 @@ def cmd_lower(args: argparse.Namespace) -> int:
     t = get_target(args.target)  # before a slow import
     _, m = _prepare(args)
     b = default_bindings(m.entry, checked_bindings(m.entry, args.bind))
+    if args.tuning_db:
+        from irkit.sweep.store import Store
+        from irkit.sweep.tune import apply_tuning
+
+        with Store(args.tuning_db, create=False) as st:
+            n = apply_tuning(m, st, t.name, b)
+        print(f"{n} matmul(s) tiled from {args.tuning_db}", file=sys.stderr)
     art = t.lower(m, b)
     d = art.write(args.output)
     atomic_write(d / "module.mlir", Printer(inline_resources=True).module(m))
@@ -232,7 +241,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     else:
         for name, e in report.items():
             if e.get("ran"):
-                print(f"{name:14} {'OK  ' if e['ok'] else 'FAIL'} max_abs={e['max_abs']:.3g} max_rel={e['max_rel']:.3g}")
+                verdict = "OK  " if e["ok"] else "FAIL"
+                print(f"{name:14} {verdict} max_abs={e['max_abs']:.3g} max_rel={e['max_rel']:.3g}")
             else:
                 print(f"{name:14} {'OK  ' if e['ok'] else 'FAIL'} {e.get('reason', '')}")
     return 0 if all(e["ok"] for e in report.values()) else 1
@@ -326,7 +336,7 @@ def first_bad_op(m: Any, target: Any, xs: list[np.ndarray]) -> dict[str, Any] | 
     tol = module_tolerance(probe)
     k = 0
     for op in watched:
-        for r in op.results:
+        for _ in op.results:
             c = compare(got[k], want[k], tol, ids[id(op)])
             k += 1
             if not c.ok:

@@ -200,8 +200,9 @@ def compare_outputs(actual: Sequence[Any], expected: Sequence[Any], tol: Tol,
     Integers and booleans must match exactly (the error is the largest absolute
     difference); with ``check_dtype`` the dtypes must be equal too (as ONNX's
     backend runner and ``torch.testing`` require).  A bfloat16 or float16 output
-    gets rtol of at least two ulps of its type (see ``_TWO_ULPS``).  ``ok_within(i, actual, expected)`` may accept an output that
-    fails the plain test (a suite's second opinion, e.g. a float64 reference)."""
+    gets rtol of at least two ulps of its type (see ``_TWO_ULPS``).  ``ok_within(i, actual, expected)``
+    may accept an output that fails the plain test (a suite's second opinion, e.g. a float64
+    reference)."""
     from irkit.check import Tolerance, compare
 
     if len(actual) != len(expected):
@@ -260,7 +261,8 @@ def close_to_float64(a: np.ndarray, e: np.ndarray, x: np.ndarray, tol: Tol) -> b
     return bool(same.all())
 
 
-def rounding_judge(float64_outputs: Callable[[], Sequence[Any]], tol: Tol) -> Callable[[int, np.ndarray, np.ndarray], bool]:
+def rounding_judge(float64_outputs: Callable[[], Sequence[Any]],
+                   tol: Tol) -> Callable[[int, np.ndarray, np.ndarray], bool]:
     """The second opinion on a float mismatch: rounding, not a wrong answer, when the result is
     normwise close, or as close to the framework's own float64 result (``float64_outputs()``,
     computed once, on first need) as the framework's float32 result is."""

@@ -51,8 +51,21 @@ _CASES: list[Case] | None = None
 
 # Linear-algebra decompositions and what is computed through one (Cholesky, QR, SVD, eigen-, LU or LDL
 # factorization, triangular solves): out of scope for irkit, like JAX's cholesky/qr/svd/eigh/lu/triangular_solve.
-LINALG_DECOMPOSITIONS = frozenset(["cholesky", "cholesky_inverse", "cholesky_solve", "geqrf", "ormqr", "lu", "lu_solve", "lu_unpack", "qr", "svd", "svd_lowrank", "pca_lowrank", "triangular_solve", "logdet", "pinverse", "linalg.cholesky", "linalg.cholesky_ex", "linalg.cond", "linalg.det", "linalg.eig", "linalg.eigh", "linalg.eigvals", "linalg.eigvalsh", "linalg.householder_product", "linalg.inv", "linalg.inv_ex", "linalg.ldl_factor", "linalg.ldl_factor_ex", "linalg.ldl_solve", "linalg.lstsq", "linalg.lu", "linalg.lu_factor", "linalg.lu_factor_ex", "linalg.lu_solve", "linalg.matrix_rank", "linalg.pinv", "linalg.qr", "linalg.slogdet", "linalg.solve", "linalg.solve_ex", "linalg.solve_triangular", "linalg.svd", "linalg.svdvals", "linalg.tensorinv", "linalg.tensorsolve"])
-RANDOM_OPS = frozenset(["bernoulli", "cauchy", "exponential", "geometric", "log_normal", "multinomial", "normal", "rand_like", "randint", "randint_like", "randn", "randn_like", "uniform", "nn.functional.dropout", "nn.functional.dropout2d", "nn.functional.dropout3d", "nn.functional.alpha_dropout", "nn.functional.feature_alpha_dropout", "nn.functional.rrelu"])
+LINALG_DECOMPOSITIONS = frozenset([
+    "cholesky", "cholesky_inverse", "cholesky_solve", "geqrf", "ormqr", "lu", "lu_solve", "lu_unpack", "qr", "svd",
+    "svd_lowrank", "pca_lowrank", "triangular_solve", "logdet", "pinverse", "linalg.cholesky", "linalg.cholesky_ex",
+    "linalg.cond", "linalg.det", "linalg.eig", "linalg.eigh", "linalg.eigvals", "linalg.eigvalsh",
+    "linalg.householder_product", "linalg.inv", "linalg.inv_ex", "linalg.ldl_factor", "linalg.ldl_factor_ex",
+    "linalg.ldl_solve", "linalg.lstsq", "linalg.lu", "linalg.lu_factor", "linalg.lu_factor_ex", "linalg.lu_solve",
+    "linalg.matrix_rank", "linalg.pinv", "linalg.qr", "linalg.slogdet", "linalg.solve", "linalg.solve_ex",
+    "linalg.solve_triangular", "linalg.svd", "linalg.svdvals", "linalg.tensorinv", "linalg.tensorsolve",
+])
+RANDOM_OPS = frozenset([
+    "bernoulli", "cauchy", "exponential", "geometric", "log_normal", "multinomial", "normal", "rand_like",
+    "randint", "randint_like", "randn", "randn_like", "uniform", "nn.functional.dropout", "nn.functional.dropout2d",
+    "nn.functional.dropout3d", "nn.functional.alpha_dropout", "nn.functional.feature_alpha_dropout",
+    "nn.functional.rrelu",
+])
 UNINITIALIZED = frozenset(["empty", "empty_like", "empty_permuted", "empty_strided", "new_empty", "new_empty_strided"])
 
 

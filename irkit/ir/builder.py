@@ -13,7 +13,8 @@ Any registered op ``ik.NAME`` is reachable as ``b.NAME(*operands, **attrs)``;
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

@@ -17,9 +17,10 @@ import contextlib
 import gc
 import hashlib
 import itertools
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 

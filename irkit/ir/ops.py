@@ -15,8 +15,9 @@ element) — the algebra reads as data.  Reference kernels compute half types
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from scipy import special as _special
@@ -681,7 +682,8 @@ def _def_arg_reduce(name: str, fn: Callable[..., np.ndarray], what: str) -> None
 
     register_op(OpDef(f"ik.{name}", f"index of the {what} along an axis (first, or last with select_last_index; "
                       "NaN counts as the extreme)", ("x",), _argmax_infer, ref,
-                      lambda ins, outs, dts, a: Cost(float(_numel(ins[0])), _nbytes(ins, dts[:1]), _nbytes(outs, dts[1:])),
+                      lambda ins, outs, dts, a: Cost(float(_numel(ins[0])), _nbytes(ins, dts[:1]),
+                                                     _nbytes(outs, dts[1:])),
                       attrs={"axis": AttrSpec("int"), "keepdims": AttrSpec("bool", False),
                              "select_last_index": AttrSpec("bool", False)},
                       traits=frozenset({"pure", "reduction"})))
@@ -878,7 +880,9 @@ def _matmul_infer(ts, a):
 
 
 def _acc_dtype(x: np.ndarray) -> Any:
-    return np.float64 if x.dtype == np.float64 else (np.float32 if x.dtype.kind == "f" or x.dtype == DType.bf16.np else np.int64)
+    if x.dtype == np.float64:
+        return np.float64
+    return np.float32 if x.dtype.kind == "f" or x.dtype == DType.bf16.np else np.int64
 
 
 def _matmul_ref(xs, a, ctx):
@@ -1279,7 +1283,8 @@ def _attention_infer(ts, a):
         try:
             got = broadcast_shapes(t.shape, scores)
         except ValueError:
-            raise OpError(f"{what} shape {shape_str(t.shape)} does not broadcast to scores {shape_str(scores)}") from None
+            raise OpError(f"{what} shape {shape_str(t.shape)} does not broadcast to scores "
+                          f"{shape_str(scores)}") from None
         if len(got) != 4:
             raise OpError(f"{what} must broadcast to rank 4")
     return [TensorType((q.shape[0], q.shape[1], q.shape[2], v.shape[3]), q.dtype)]

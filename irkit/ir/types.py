@@ -13,12 +13,11 @@ from __future__ import annotations
 import builtins
 import enum
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence, Union
 
 import ml_dtypes
 import numpy as np
-
 
 _NumpyDType = np.dtype  # inside DType, ``np`` names the property below
 
@@ -239,7 +238,7 @@ class SymDim:
     __repr__ = __str__
 
 
-Dim = Union[int, SymDim]
+Dim = int | SymDim
 
 
 def _as_dict(d: Dim) -> dict[_Monomial, int]:

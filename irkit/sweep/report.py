@@ -20,9 +20,11 @@ def headline(r: ResultRow) -> str:
     if r.measurement == "estimate":
         return f"{x.get('seconds', 0) * 1e6:.2f} µs est. ({x.get('spec', '')})"
     if r.measurement == "check":
-        return f"{'OK' if x.get('ok') else 'MISMATCH'} max_abs={x.get('max_abs', 0):.3g} max_rel={x.get('max_rel', 0):.3g}"
+        verdict = "OK" if x.get("ok") else "MISMATCH"
+        return f"{verdict} max_abs={x.get('max_abs', 0):.3g} max_rel={x.get('max_rel', 0):.3g}"
     if r.measurement == "bench":
-        return f"{x.get('median', 0) * 1e3:.3f} ms (±{100 * x.get('spread', 0):.0f}%, compile {x.get('compile_seconds', 0):.2f} s)"
+        return (f"{x.get('median', 0) * 1e3:.3f} ms (±{100 * x.get('spread', 0):.0f}%, "
+                f"compile {x.get('compile_seconds', 0):.2f} s)")
     return json.dumps(x)
 
 
@@ -39,7 +41,8 @@ def markdown(rows: Sequence[ResultRow], title: str = "Sweep") -> str:
         rs = [r for r in rows if r.measurement == meas]
         if not rs:
             continue
-        lines += [f"## {meas}", "", "| model | frontend | pipeline | target | dims | result | s |", "|---|---|---|---|---|---|---|"]
+        lines += [f"## {meas}", "", "| model | frontend | pipeline | target | dims | result | s |",
+                  "|---|---|---|---|---|---|---|"]
         for r in sorted(rs, key=lambda r: (r.model, r.frontend, r.pipeline, r.target, _bind(r))):
             lines.append(f"| {r.model} | {r.frontend} | {r.pipeline or '-'} | {r.target} | {_bind(r)} | "
                          f"{headline(r).replace('|', '/')} | {r.duration:.2f} |")

@@ -18,9 +18,9 @@ import sys
 import time
 import tracemalloc
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -56,7 +56,7 @@ def _onnx_cases(d: Path) -> list[Path]:
         p.write_bytes(blob)
         out.append(p)
 
-    def variant(name: str, edit: Callable[[onnx.ModelProto], None]) -> None:
+    def variant(name: str, edit: Callable[[onnx.ModelProto], object]) -> None:
         m = onnx.ModelProto()
         m.CopyFrom(good)
         edit(m)
@@ -76,7 +76,8 @@ def _onnx_cases(d: Path) -> list[Path]:
     write("random_bytes", bytes(rng.randrange(256) for _ in range(2000)))
     variant("no_graph", lambda m: m.ClearField("graph"))
     variant("no_opset", lambda m: m.ClearField("opset_import"))
-    variant("future_opset", lambda m: (m.opset_import.__delitem__(0), m.opset_import.append(helper.make_opsetid("", 99))))
+    variant("future_opset", lambda m: (m.opset_import.__delitem__(0),
+                                       m.opset_import.append(helper.make_opsetid("", 99))))
     variant("missing_initializer", lambda m: m.graph.initializer.__delitem__(0))
     variant("dangling_input", lambda m: m.graph.node[1].input.__setitem__(0, "nowhere"))
     variant("dangling_output", lambda m: m.graph.output[0].__setattr__("name", "nothing"))
@@ -86,10 +87,12 @@ def _onnx_cases(d: Path) -> list[Path]:
     variant("duplicate_input", lambda m: m.graph.input.append(m.graph.input[0]))
     variant("unknown_op", lambda m: m.graph.node[2].__setattr__("op_type", "FrobnicateAttention"))
     variant("unknown_domain", lambda m: m.graph.node[2].__setattr__("domain", "com.example"))
-    variant("wrong_input_type", lambda m: m.graph.input[0].type.tensor_type.__setattr__("elem_type", TensorProto.STRING))
+    variant("wrong_input_type",
+            lambda m: m.graph.input[0].type.tensor_type.__setattr__("elem_type", TensorProto.STRING))
     variant("wrong_init_type", lambda m: m.graph.initializer[0].__setattr__("data_type", TensorProto.INT64))
     variant("init_shape_mismatch", lambda m: m.graph.initializer[0].dims.__setitem__(0, 3))
-    variant("absurd_dims", lambda m: (m.graph.input[0].type.tensor_type.shape.dim[1].__setattr__("dim_value", 99999999999)))
+    variant("absurd_dims",
+            lambda m: m.graph.input[0].type.tensor_type.shape.dim[1].__setattr__("dim_value", 99999999999))
     variant("absurd_init_dims", lambda m: (m.graph.initializer[0].dims.__setitem__(0, 99999999999),
                                            m.graph.initializer[0].dims.__setitem__(1, 99999999999)))
     variant("negative_dim", lambda m: m.graph.input[0].type.tensor_type.shape.dim[1].__setattr__("dim_value", -4))

@@ -309,7 +309,8 @@ def _s_conv(rng):
                    {"strides": (1, 2), "padding": (1, 0, 1, 1), "dilations": (2, 1), "groups": 2}, note="2-d groups"),
             Sample([_f32(rng, 1, 2, 4, 3), _f32(rng, 3, 2, 3, 3)],
                    {"lhs_dilation": (2, 2), "padding": (2, 2, 2, 2)}, note="transposed"),
-            Sample([_f32(rng, 1, 2, 7, 7), _f32(rng, 2, 2, 2, 2)], {"padding": (-1, 0, 1, -2)}, note="negative padding"),
+            Sample([_f32(rng, 1, 2, 7, 7), _f32(rng, 2, 2, 2, 2)], {"padding": (-1, 0, 1, -2)},
+                   note="negative padding"),
             Sample([_f32(rng, 1, 2, 3, 4, 4), _f32(rng, 2, 2, 2, 2, 3), _f32(rng, 2)],
                    {"strides": (1, 2, 1), "padding": (0, 1, 1, 1, 0, 1)}, note="3-d")]
 
@@ -417,8 +418,8 @@ def _s_topk(rng):
 
 def _s_reduce_window(rng):
     x = _f32(rng, 1, 2, 6, 5)
-    return [Sample([x], {"kind": "max", "window": (1, 1, 3, 3), "strides": (1, 1, 2, 2), "pads": (0, 0, 1, 1, 0, 0, 1, 1)},
-                   note="max pool padded"),
+    return [Sample([x], {"kind": "max", "window": (1, 1, 3, 3), "strides": (1, 1, 2, 2),
+                         "pads": (0, 0, 1, 1, 0, 0, 1, 1)}, note="max pool padded"),
             Sample([x], {"kind": "sum", "window": (1, 1, 2, 2), "dilations": (1, 1, 2, 1)}, note="sum dilated"),
             Sample([_f32(rng, 2, 7)], {"kind": "min", "window": (1, 3), "strides": (1, 2), "pads": (0, 2, 0, 1)},
                    note="min 1-d"),

@@ -13,14 +13,15 @@ count must match its type before any array is built).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 
 from irkit.ir.core import Dense, Function, Graph, Location, Module, Op, Value, freeze_attrs
 from irkit.ir.ops import OPS, SEGMENTS, AttrSpec
-from irkit.ir.types import DType, SymDim, TensorType, parse_dim
+from irkit.ir.types import DType, TensorType, parse_dim
 
 
 class ParseError(ValueError):
@@ -412,7 +413,8 @@ class Parser:
         for k, (d, v) in enumerate(zip(declared, f.outputs)):
             if d != v.type and v.producer is not None and id(v.producer) in self._op_pos:
                 return ParseError(f"'{v.producer.name}' produces {v.type}, but @{fn_name} declares result {k} "
-                                  f"as {d} in its function_type", self.filename, self.text, self._op_pos[id(v.producer)])
+                                  f"as {d} in its function_type", self.filename, self.text,
+                                  self._op_pos[id(v.producer)])
         n = len(f.outputs)
         return self.error(f"@{fn_name}: function_type results differ from the returned values "
                           f"({len(declared)} declared, {n} returned)", start)
@@ -629,7 +631,7 @@ class Parser:
         op = Op(name, operands, out_types, None, regions)
         self._op_pos[id(op)] = name_tok.pos
         pend = [(k, v) for k, v in attrs.items() if isinstance(v, tuple) and v[:1] == ("__resource__",)]
-        for k, v in pend:
+        for k, _ in pend:
             attrs[k] = None
         op.attrs = freeze_attrs({k: v for k, v in attrs.items() if v is not None})
         for k, v in pend:
@@ -975,7 +977,8 @@ class Parser:
 _T = r"tensor<[^<>\n]*>"
 _TLIST = r"(?:" + _T + r"(?:, " + _T + r")*+)?"
 _FAST_OP = re.compile(
-    r"[ \t]*(?:\n[ \t]*)*(?:(%[A-Za-z0-9_$.\-]+)(?::(\d+))? = )?\"([A-Za-z0-9_.]+)\"\(((?:%[A-Za-z0-9_$.\-]+(?:#\d+)?(?:, )?)*)\)"
+    r"[ \t]*(?:\n[ \t]*)*(?:(%[A-Za-z0-9_$.\-]+)(?::(\d+))? = )?\"([A-Za-z0-9_.]+)\""
+    r"\(((?:%[A-Za-z0-9_$.\-]+(?:#\d+)?(?:, )?)*)\)"
     r"(?: (?P<attrs>\{(?:[^}\n]++|\}(?! : \())*+\}))? : \((" + _TLIST + r")\) -> (\(" + _TLIST + r"\)|" + _T + r")"
     r"(?: loc\(([^\n]*)\))?[ \t]*(?=\n|\Z)")
 _TYPE_RE = re.compile(r"tensor<[^<>]*>")

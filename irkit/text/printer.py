@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -159,7 +160,7 @@ class Printer:
     def _block_header(self, g: Graph, lines: list[str], ind: str, use_arg_names: bool) -> None:
         parts = []
         taken = set(self._names.values())
-        for i, a in enumerate(g.args):
+        for a in g.args:
             name = a.name if use_arg_names and a.name and _SSA.fullmatch(a.name) and not a.name.isdigit() else None
             if name is None or f"%{name}" in taken:
                 name = f"arg{self._counter}"

@@ -306,10 +306,12 @@ class T5Attention(nnx.Module):
         self.k = nnx.Linear(c.d_model, inner, use_bias=False, rngs=rngs)
         self.v = nnx.Linear(c.d_model, inner, use_bias=False, rngs=rngs)
         self.o = nnx.Linear(inner, c.d_model, use_bias=False, rngs=rngs)
-        self.relative_attention_bias = (nnx.Embed(self.buckets, c.num_heads, rngs=rngs) if relative_bias
-                                        else None)
+        self.relative_attention_bias: nnx.Embed | None = (
+            nnx.Embed(self.buckets, c.num_heads, rngs=rngs) if relative_bias else None)
 
     def position_bias(self, q_len: int, k_len: int) -> Any:
+        if self.relative_attention_bias is None:
+            raise ZooError("T5 position bias asked of an attention layer without a relative-position table")
         rel = jnp.arange(k_len)[None, :] - jnp.arange(q_len)[:, None]
         bucket = _relative_position_bucket(rel, not self.causal, self.buckets, self.max_distance)
         return self.relative_attention_bias(bucket).transpose(2, 0, 1)[None]  # [1, H, Q, K]
@@ -342,15 +344,17 @@ class T5Block(nnx.Module):
     def __init__(self, c: Any, rngs: nnx.Rngs, *, first: bool, decoder: bool) -> None:
         self.self_norm = nnx.RMSNorm(c.d_model, epsilon=c.layer_norm_epsilon, rngs=rngs)
         self.self_attn = T5Attention(c, rngs, relative_bias=first, causal=decoder)
-        self.cross_norm = nnx.RMSNorm(c.d_model, epsilon=c.layer_norm_epsilon, rngs=rngs) if decoder else None
-        self.cross_attn = T5Attention(c, rngs, relative_bias=False, causal=False) if decoder else None
+        self.cross_norm: nnx.RMSNorm | None = (
+            nnx.RMSNorm(c.d_model, epsilon=c.layer_norm_epsilon, rngs=rngs) if decoder else None)
+        self.cross_attn: T5Attention | None = (
+            T5Attention(c, rngs, relative_bias=False, causal=False) if decoder else None)
         self.ff_norm = nnx.RMSNorm(c.d_model, epsilon=c.layer_norm_epsilon, rngs=rngs)
         self.ff = T5FF(c, rngs)
 
     def __call__(self, x: Any, bias: Any, enc: Any = None) -> Any:
         h = self.self_norm(x)
         x = x + self.self_attn(h, h, bias)
-        if self.cross_attn is not None:
+        if self.cross_attn is not None and self.cross_norm is not None:
             x = x + self.cross_attn(self.cross_norm(x), enc, None)
         return x + self.ff(self.ff_norm(x))
 
@@ -396,7 +400,7 @@ def _copy_t5(hf: Any, m: FlaxT5) -> None:
                 _linear(getattr(dst.self_attn, n), getattr(sa.SelfAttention, n))
             if dst.self_attn.relative_attention_bias is not None:
                 _set(dst.self_attn.relative_attention_bias.embedding, sa.SelfAttention.relative_attention_bias.weight)
-            if dst.cross_attn is not None:
+            if dst.cross_attn is not None and dst.cross_norm is not None:
                 ca = src.layer[1]
                 _norm(dst.cross_norm, ca.layer_norm)
                 for n in "qkvo":

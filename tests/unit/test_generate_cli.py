@@ -89,3 +89,21 @@ def test_bench_generate_rows(tmp_path: Path, capsys) -> None:
     # decode is memory-bound: the estimated step is at least the bytes it must read over the HBM bandwidth
     assert est["h200"]["p50_seconds"] >= measured[0]["kv_cache_bytes"] / 4.8e12
     assert est["h200"]["usd_per_million_tokens"] is not None
+
+
+def test_generate_from_mlir_file_with_aliases(tmp_path: Path, capsys) -> None:
+    """A decode function saved as IR text (aliases and the symbolic token count round-trip)."""
+    import torch
+
+    from irkit.zoo.decode import decode_model
+
+    dm = decode_model("gpt2", "toy", max_cache_len=48)
+    p = tmp_path / "gpt2_decode.mlir"
+    write_module(dm.decode, str(p))
+    assert main(["generate", str(p), "--target", "reference", "--prompt-ids", "9,8,7", "--new-tokens", "4",
+                 "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)["tokens"]
+    with torch.no_grad():
+        want = dm.torch_model.generate(torch.tensor([[9, 8, 7]]), max_new_tokens=4, min_new_tokens=4,
+                                       do_sample=False, pad_token_id=0)[:, 3:]
+    np.testing.assert_array_equal(np.array(got), want.numpy())
