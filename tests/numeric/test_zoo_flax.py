@@ -119,3 +119,31 @@ def test_jaxpr_import_names_arguments_and_weights() -> None:
     assert [a.name for a in m.entry.args] == ["input_ids", "attention_mask"]
     text = print_module(m, elide_weights=True)
     assert "layers.0.attention.query.kernel" in text and "word_embeddings.embedding" in text
+
+
+@pytest.mark.parametrize("name", [pytest.param("bert", id="bert"), pytest.param("gpt2", marks=pytest.mark.slow, id="gpt2"),
+                                  pytest.param("llama", marks=pytest.mark.slow, id="llama")])
+def test_jaxpr_import_with_symbolic_batch_and_length(name: str) -> None:
+    from irkit.frontends.jax import import_jax
+
+    _, m, example, _, _ = _pair(name)
+    f = fm.as_function(m)
+    two = name == "bert"
+    # GPT-2 and BERT index 64-entry position tables with arange(S): JAX needs the bound.
+    cons = [] if name == "llama" else ["S <= 64"]
+    mod = import_jax(f, example, polymorphic_shapes=["B, S"] * (2 if two else 1), constraints=cons)
+    assert [[str(d) for d in a.type.shape] for a in mod.entry.args] == [["B", "S"]] * (2 if two else 1)
+    fused = mod.clone()
+    PassManager(PIPELINE).run(fused)
+    assert sum(op.name == "ik.attention" for op in fused.walk()) == ATTENTION_LAYERS[name]
+    # Another batch and length than the example's (3 x 11), a padded row for BERT.
+    rng = np.random.default_rng(3)
+    xs = [rng.integers(4, 256, (3, 11)).astype(np.int32)]
+    if two:
+        mask = np.ones((3, 11), np.int32)
+        mask[2, 8:] = 0
+        xs.append(mask)
+    want = np.asarray(jax.jit(f)(*xs))
+    for mm in (mod, fused):
+        c = compare(run(mm, xs, float64=True)[0], want, module_tolerance(mod))
+        assert c.ok, f"{name} with symbolic B, S: {c.describe()}"

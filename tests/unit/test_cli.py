@@ -62,6 +62,8 @@ def test_run_with_inputs(model: Path, tmp_path: Path, capsys) -> None:
     (["run", "{model}", "--bind", "B=0"], "B=0: a dim size must be a positive integer"),
     (["run", "{model}", "--bind", "Q=3"], "Q is not a symbolic dim of the function; its symbolic dims are B, S"),
     (["lower", "{model}", "--target", "reference", "--bind", "T=2", "-o", "{tmp}/out"], "T is not a symbolic dim"),
+    (["bench", "{model}", "--targets", "reference", "--bind", "Q=3"],
+     "Q is not a symbolic dim of the function; its symbolic dims are B, S"),
     (["opt", "{model}", "-p", "tile-matmul{{target=tpu-v9}}"], "unknown hardware 'tpu-v9'"),
     (["bench", "{model}", "--targets", "reference", "--price", "reference=abc"],
      "reference=abc: the price must be a number of dollars per hour"),
