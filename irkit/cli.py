@@ -70,7 +70,8 @@ def load_plugins(args: argparse.Namespace) -> None:
 
 IMPORTED_SUFFIXES = (".onnx", ".pt2", ".hlo")
 INPUT_HELP = ("irkit IR (.mlir; - for stdin), or a model to import first: FILE.py:FACTORY, .onnx, .pt2, "
-              "StableHLO or HLO text, zoo:NAME[:SIZE] (a transformers architecture, see docs/zoo.md)")
+              "StableHLO or HLO text, zoo:NAME[:SIZE] (a transformers architecture, see docs/zoo.md), "
+              "zoo-flax:NAME[:SIZE] (its Flax NNX version)")
 
 
 def read_input_module(path: str, need_function: bool = True) -> Any:
@@ -83,7 +84,7 @@ def read_input_module(path: str, need_function: bool = True) -> Any:
     """
     from irkit.text.io import read_module
 
-    if path.startswith("zoo:"):
+    if path.startswith(("zoo:", "zoo-flax:")):
         return import_zoo(path)
     _check_plain_input(path)
     if _is_foreign(path):
@@ -125,16 +126,24 @@ def _check_plain_input(path: str) -> None:
 
 def import_zoo(source: str) -> Any:
     """``zoo:NAME[:SIZE]``: a transformers architecture of :mod:`irkit.zoo` (random weights), through
-    torch.export with its named dynamic dims."""
-    from irkit.frontends.torch_export import import_torch_factory
-    from irkit.zoo import factory
-
-    _, name, *rest = source.split(":")
+    torch.export with its named dynamic dims.  ``zoo-flax:NAME[:SIZE]``: the Flax NNX version of
+    the same model (weights copied from the transformers one), through the jaxpr importer."""
+    kind, name, *rest = source.split(":")
     if len(rest) > 1:
         from irkit.errors import InputError
 
-        raise InputError(f"{source}: expected zoo:NAME or zoo:NAME:SIZE (toy or full)")
-    module, inputs, dyn = factory(name, rest[0] if rest else "toy")
+        raise InputError(f"{source}: expected {kind}:NAME or {kind}:NAME:SIZE (toy or full)")
+    size = rest[0] if rest else "toy"
+    if kind == "zoo-flax":
+        from irkit.frontends.jax import import_jax
+        from irkit.zoo.flax_models import as_function, build_pair
+
+        _, nnx_model, inputs = build_pair(name, size)
+        return import_jax(as_function(nnx_model), inputs, name="main")
+    from irkit.frontends.torch_export import import_torch_factory
+    from irkit.zoo import factory
+
+    module, inputs, dyn = factory(name, size)
     return import_torch_factory(module, inputs, dyn, name="main")
 
 

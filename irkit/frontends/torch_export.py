@@ -931,6 +931,26 @@ def _import(ep: Any, opts: ImportOptions) -> Module:
             ep = new_ep
 
 
+_REDUCTIONS = ("none", "mean", "sum")  # ATen's int reduction enum, in order
+
+
+def _nll_loss(self: Any, target: Any, weight: Any = None, reduction: int = 1, ignore_index: int = -100) -> Any:
+    """``aten.nll_loss`` through torch's Python reference, with ATen's arguments.
+
+    torch's table maps ``aten.nll_loss`` (``weight, int reduction, ignore_index``)
+    to ``torch._refs.nn.functional.nll_loss`` (``weight, size_average,
+    ignore_index, reduce, str reduction``): called with the ATen arguments, the
+    int reduction lands on ``size_average`` and ``reduction='none'`` becomes a sum."""
+    from torch._refs.nn.functional import nll_loss
+
+    return nll_loss(self, target, weight, ignore_index=ignore_index, reduction=_REDUCTIONS[reduction])
+
+
+# ATen overloads whose entry in torch's decomposition table takes other arguments
+# than the op's schema (torch 2.13): called through an adapter instead.
+_SCHEMA_ADAPTED: dict[str, Any] = {"aten.nll_loss.default": _nll_loss}
+
+
 def _decompositions_for(targets: Iterable[Any]) -> dict[Any, Any]:
     """torch's decomposition of each ATen overload in ``targets`` that has one: the
     ``torch._decomp`` table, else export's default table (CompositeImplicitAutograd ops)."""
@@ -942,7 +962,7 @@ def _decompositions_for(targets: Iterable[Any]) -> dict[Any, Any]:
     for t in targets:
         if not isinstance(t, torch._ops.OpOverload) or _is_noop(str(t)):
             continue
-        fn = decomposition_table.get(t)
+        fn = _SCHEMA_ADAPTED.get(str(t)) or decomposition_table.get(t)
         if fn is None:
             if cia is None:
                 from torch.export import default_decompositions

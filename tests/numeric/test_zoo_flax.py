@@ -147,3 +147,14 @@ def test_jaxpr_import_with_symbolic_batch_and_length(name: str) -> None:
     for mm in (mod, fused):
         c = compare(run(mm, xs, float64=True)[0], want, module_tolerance(mod))
         assert c.ok, f"{name} with symbolic B, S: {c.describe()}"
+
+
+def test_cli_source_zoo_flax_imports_and_fuses() -> None:
+    """``zoo-flax:NAME`` is a model source for every command, like ``zoo:NAME``."""
+    from irkit.cli import read_input_module
+
+    mod = read_input_module("zoo-flax:bert")
+    assert [a.name for a in mod.entry.args] == ["input_ids", "attention_mask"]
+    fused = mod.clone()
+    PassManager(PIPELINE).run(fused)
+    assert sum(op.name == "ik.attention" for op in fused.walk()) == ATTENTION_LAYERS["bert"]
