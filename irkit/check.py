@@ -136,7 +136,7 @@ def compare(actual: np.ndarray, expected: np.ndarray, tol: Tolerance, name: str 
     over = (err > bound) | ((np.isinf(af) | np.isinf(ef)) & ~same_inf & ~nan_a)
     max_abs = float(err.max()) if err.size else 0.0
     max_rel = float(np.where(np.abs(ef) > tol.atol, rel, 0).max()) if err.size else 0.0
-    idx: tuple[int, ...] = ()
+    idx = ()
     if err.size and a.ndim:
         with np.errstate(all="ignore"):
             excess = np.nan_to_num(np.where(over, err - bound, -np.inf), nan=np.inf, neginf=-np.inf)

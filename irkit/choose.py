@@ -29,6 +29,7 @@ and cost per million generated tokens = price / 3600 * step / B * 1e6.
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import math
 import time
@@ -264,7 +265,7 @@ def _measure_cpu(m: Module, bind: Mapping[str, int], cpu_targets: Sequence[str],
         try:
             art = t.lower(m, dict(bind))
             comp = art.compile_seconds or (time.perf_counter() - t0)
-            tm = measure(lambda t=t, art=art: t.run(art, xs), warmup=1, repeats=repeats)
+            tm = measure(functools.partial(t.run, art, xs), warmup=1, repeats=repeats)
         except Exception as e:  # noqa: BLE001 - a target that fails here is reported, the others still count
             first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
             notes.append(f"host-cpu B={bind.get('B')} S={bind.get('S')}: {name} failed ({type(e).__name__}: {first}); "
@@ -417,8 +418,8 @@ def pick(rows: Sequence[ChoiceRow], b: int, s: int, specs: Mapping[str, Any], m:
     if specs[w.hardware].kind == "cpu":
         what = "memory bandwidth" if bound == "memory" else "peak FLOP/s"
     share = w.memory_bound_fraction if bound == "memory" else 1 - w.memory_bound_fraction
-    lat = w.gen_step_s if generate else w.latency_s
-    lat2 = r2.gen_step_s if generate else r2.latency_s
+    lat = (w.gen_step_s or 0.0) if generate else w.latency_s  # a priced row has its step time
+    lat2 = (r2.gen_step_s or 0.0) if generate else r2.latency_s
     where = f"{bound}-bound at B={b} S={s}" + (" (decode step)" if generate else f" ({100 * share:.0f}% of its time)")
     pw, p2 = per_dollar(w), per_dollar(r2)
 

@@ -36,7 +36,7 @@ def command(name: str, help: str) -> Callable:
     return deco
 
 
-def args_for(add: Callable[[argparse.ArgumentParser], None]) -> Callable:
+def args_for(add: Callable[[argparse.ArgumentParser], object]) -> Callable:
     def deco(fn: Callable) -> Callable:
         fn._add_args = add  # type: ignore[attr-defined]
         return fn
@@ -133,7 +133,9 @@ def import_zoo(source: str) -> Any:
         from irkit.errors import InputError
 
         raise InputError(f"{source}: expected {kind}:NAME or {kind}:NAME:SIZE (toy or full)")
-    size = rest[0] if rest else "toy"
+    from irkit.zoo.build import as_size
+
+    size = as_size(rest[0]) if rest else "toy"
     if kind == "zoo-flax":
         from irkit.frontends.jax import import_jax
         from irkit.zoo.flax_models import as_function, build_pair
@@ -283,7 +285,8 @@ def save_npz(path: str, arrays: Sequence[np.ndarray], prefix: str = "output") ->
     from irkit.fileio import atomic_write
 
     buf = io.BytesIO()
-    np.savez(buf, **{f"{prefix}{i}": np.asarray(a) for i, a in enumerate(arrays)})
+    named: dict[str, Any] = {f"{prefix}{i}": np.asarray(a) for i, a in enumerate(arrays)}
+    np.savez(buf, **named)
     atomic_write(path, buf.getvalue())
 
 

@@ -239,15 +239,15 @@ def int_cast_cone(f: Function) -> frozenset[int]:
         if id(v) in seen or not v.type.dtype.is_float:
             continue
         seen.add(id(v))
-        op = v.producer
-        if op is None:  # a region argument continues at the fused op's operand
+        producer = v.producer
+        if producer is None:  # a region argument continues at the fused op's operand
             owner = region_arg.get(id(v))
             if owner is not None:
                 stack.append(owner[0].operand(owner[1]))
             continue
-        cone.add(id(op))
-        stack.extend(op.operands)
-        for r in op.regions:
+        cone.add(id(producer))
+        stack.extend(producer.operands)
+        for r in producer.regions:
             if r.terminator is not None and v.index < len(r.terminator.operands):
                 stack.append(r.terminator.operand(v.index))
     return frozenset(cone)

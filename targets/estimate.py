@@ -164,7 +164,7 @@ def _contraction_cost(op: Op, b: Mapping[str, int], hw: HardwareSpec, dt: str) -
         g = op.attrs.get("groups", 1)
         return matmul_cost(o[0] * o[2] * o[3], w[1] * w[2] * w[3], w[0] // g, hw, dt, batch=g)
     if op.name == "ik.attention":
-        q, k = shapes[0], shapes[1]
+        q, kv = shapes[0], shapes[1]
         return attention_cost(
             q[0],
             q[1],
@@ -173,7 +173,7 @@ def _contraction_cost(op: Op, b: Mapping[str, int], hw: HardwareSpec, dt: str) -
             hw,
             dt,
             fused=True,
-            kv_seq_len=k[2],
+            kv_seq_len=kv[2],
             causal=bool(op.attrs.get("causal", False)),
         )
     return None

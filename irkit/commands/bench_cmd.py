@@ -295,10 +295,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
             print(f"breakdown B={bb} S={ss} " + render(bd))
     be = break_even(rows)
     by_key = {(r.target, r.batch, r.seq): lab for r, lab in zip(rows, labels)}
-    for e in be:
-        e["estimated"] = [t for t in (e["faster"], e["slower"])
-                          if by_key[(t, e["batch"], e["seq"])]["kind"] == "estimated"]
-        print(_break_even_line(e, by_key))
+    for pair in be:
+        pair["estimated"] = [t for t in (pair["faster"], pair["slower"])
+                             if by_key[(t, pair["batch"], pair["seq"])]["kind"] == "estimated"]
+        print(_break_even_line(pair, by_key))
     extra_out = {"break_even": be, "interrupted": interrupted, "prices_per_hour": prices,
                  "labels": labels, "units": _UNITS}
     if breakdowns:  # irkit/breakdown.py

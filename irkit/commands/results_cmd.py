@@ -94,8 +94,7 @@ def group(rows: Sequence[Any], keys: Sequence[str]) -> list[dict[str, Any]]:
         if checks:
             d["check_pass"] = sum(bool(r.result.get("ok")) for r in checks)
         for meas, name, f in (("bench", "bench_median_ms", 1e3), ("estimate", "estimate_median_us", 1e6)):
-            xs = [_headline_number(r) for r in rs if r.measurement == meas]
-            xs = [x for x in xs if x is not None]
+            xs = [x for x in (_headline_number(r) for r in rs if r.measurement == meas) if x is not None]
             if xs:
                 d[name] = statistics.median(xs) * f
         d["seconds"] = sum(r.duration for r in rs)

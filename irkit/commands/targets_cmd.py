@@ -110,7 +110,7 @@ def cmd_list_targets(args: argparse.Namespace) -> int:
     if args.verbose:
         os.environ["IRKIT_VERBOSE"] = "1"
     load_targets()
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name, make in TARGETS.items():
         try:
             t = make()

@@ -132,6 +132,8 @@ def collect(filter: str | None = None) -> list[Case]:
         cases = []
         for tc in tcs:
             model = tc.model
+            if model is None:  # a real-model case downloaded from a URL, not stored in the package
+                continue
             ins, outs = tc.data_sets[0] if tc.data_sets else ([], [])
             ins, outs = [_array(x) for x in ins], [_array(x) for x in outs]
             cases.append(Case(tc.name, _group(tc.name, model, schemas),

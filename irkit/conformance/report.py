@@ -99,7 +99,7 @@ def suite_section(res: SuiteResult, top: int = 12) -> list[str]:
             for key, n in g:
                 L.append(f"- {st} x{n}: {key}")
         L.append("")
-    skips = {}
+    skips: dict[str, int] = {}
     for r in res.results:
         if r.status == "skip" and r.runner == res.runners[0]:
             k = reason_key(r.reason)

@@ -332,7 +332,10 @@ def run_on_targets(case: str, group: str, module: Any, inputs: Sequence[np.ndarr
                     out.append(CaseResult(case, group, runner, "refused", f"target '{target}' cannot run here: "
                                           f"{av.reason}"))
                     continue
-                got, dt = timed_call(lambda t=t: t.run_module(module, [np.asarray(x) for x in inputs]))
+                def on_target(t: Any = t) -> Any:
+                    return t.run_module(module, [np.asarray(x) for x in inputs])
+
+                got, dt = timed_call(on_target)
         except Exception as e:  # noqa: BLE001 - one case never stops the run
             status, reason = classify_error(e)
             out.append(CaseResult(case, group, runner, status, reason))

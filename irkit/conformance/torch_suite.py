@@ -260,6 +260,10 @@ def run_case(case: Case, targets: Sequence[str], peers: bool) -> list[CaseResult
     except Exception as e:  # noqa: BLE001 - torch.export's own limits: outside the denominator
         msg = " ".join(str(e).split())[:200]
         return all_rows(case.id, case.group, runners, "skip", f"not exportable: {type(e).__name__}: {msg}")
+    rand = random_node(ep)
+    if rand:
+        return all_rows(case.id, case.group, runners, "skip",
+                        f"out of scope: random numbers ({rand} in the exported graph)")
     inputs = [_np(t) for t in sm.tensors]
     expected = [_np(t) for t in expected_t]
     tol = _tol(expected)
@@ -286,6 +290,28 @@ def run_case(case: Case, targets: Sequence[str], peers: bool) -> list[CaseResult
             rows.append(CaseResult(case.id, case.group, PEER_TVM, "refused",
                                    f"tvm-relax: {type(e).__name__}: {msg}"[:500]))
     return rows
+
+
+def random_node(ep: Any) -> str:
+    """The first ATen op of ``ep`` that draws random numbers (tagged ``nondeterministic_seeded``
+    and not switched off by ``train=False`` or ``p=0``), as ``aten.op``; '' when there is none.
+
+    OpInfo reseeds some ops before each call (``wrapper_set_seed``: multi-head attention with
+    ``dropout_p``), so two eager runs agree and only the graph shows the randomness."""
+    import torch
+
+    for node in ep.graph.nodes:
+        t = node.target
+        if node.op != "call_function" or not isinstance(t, torch._ops.OpOverload):
+            continue
+        if torch.Tag.nondeterministic_seeded not in t.tags:
+            continue
+        names = [a.name for a in t._schema.arguments]
+        given = dict(zip(names, node.args)) | dict(node.kwargs)
+        if given.get("train", given.get("training", True)) is False or given.get("p") in (0, 0.0):
+            continue
+        return str(t.overloadpacket).replace("aten::", "aten.")
+    return ""
 
 
 def run_tvm_relax_torch(ep: Any, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:

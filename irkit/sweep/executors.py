@@ -23,6 +23,7 @@ In every executor at most one timing job (``bench``) runs per machine at a time.
 
 from __future__ import annotations
 
+import logging
 import multiprocessing as mp
 import os
 import signal
@@ -220,11 +221,11 @@ class LocalPool(Executor):
                            f"{w.proc.pid} killed", "seconds": now - w.started, "worker": f"pid {w.proc.pid}"}
                 else:
                     continue
-                job = w.job
+                stopped = w.job
                 w.kill()
                 self.pool[i] = self._start()
-                if job is not None and out is not None:
-                    finish(job, out)
+                if stopped is not None and out is not None:
+                    finish(stopped, out)
 
     def close(self) -> None:
         for w in self.pool:
@@ -261,10 +262,10 @@ class RayExecutor(Executor):
         address = address or os.environ.get("RAY_ADDRESS") or None
         if not ray.is_initialized():
             if address:
-                ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+                ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
             else:
                 ray.init(num_cpus=num_cpus or os.cpu_count(), resources=ray_resources(), include_dashboard=False,
-                         logging_level="ERROR", log_to_driver=False)
+                         logging_level=logging.ERROR, log_to_driver=False)
             self.owns = True
         else:
             self.owns = False

@@ -227,7 +227,7 @@ def tune(module: Any, bindings: Mapping[str, int], store: Store, executor: Execu
     measured_total = 0
     for sig, entries in plan.items():
         s = sites[sig]
-        timed = [(times[k], tile, d) for tile, k, d in entries if times.get(k) is not None]
+        timed = [(t, tile, d) for tile, k, d in entries if (t := times.get(k)) is not None]
         measured_total += len(entries)
         if not timed:
             continue

@@ -167,9 +167,10 @@ def build(source: str, frontend: str) -> dict[str, Any]:
     if source.startswith("zoo:"):
         from irkit.frontends.torch_export import import_torch_factory
         from irkit.zoo import factory
+        from irkit.zoo.build import as_size
 
         _, name, *rest = source.split(":")
-        module, inputs, dyn = factory(name, rest[0] if rest else "toy")
+        module, inputs, dyn = factory(name, as_size(rest[0]) if rest else "toy")
         m = import_torch_factory(module, inputs, dyn, name="main")
     elif (":" in source and source.rsplit(":", 1)[0].endswith(".py")) or \
             Path(source).suffix.lower() in (".onnx", ".pt2", ".hlo"):

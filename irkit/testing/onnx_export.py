@@ -20,6 +20,7 @@ import importlib
 import inspect
 import io
 import logging
+import os
 import pkgutil
 import sys
 import warnings
@@ -110,7 +111,7 @@ def _dim_names(dynamic_shapes: Any, names: list[str]) -> dict[str, dict[int, str
     return out
 
 
-def export_onnx(model: Any, inputs: tuple[Any, ...], dynamic_shapes: Any, path: str | Path, *,
+def export_onnx(model: Any, inputs: tuple[Any, ...], dynamic_shapes: Any, path: str | os.PathLike[str], *,
                 exporter: Exporter = "dynamo", opset: int | None = None, reuse: bool = False) -> OnnxExport:
     """Export ``model`` to ``path`` with one of the torch exporters; dynamic dims keep their names.
 

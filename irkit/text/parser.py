@@ -495,12 +495,13 @@ class Parser:
             return False
         loc = _UNKNOWN_LOC
         if loc_txt is not None:
-            loc = _LOC_CACHE.get(loc_txt)
-            if loc is None:
-                loc = _simple_loc(loc_txt)
-                if loc is None:
+            cached = _LOC_CACHE.get(loc_txt)
+            if cached is None:
+                cached = _simple_loc(loc_txt)
+                if cached is None:
                     return False
-                _LOC_CACHE[loc_txt] = loc
+                _LOC_CACHE[loc_txt] = cached
+            loc = cached
         pend: tuple[str, str, TensorType, int] | None = None
         if attr_txt is None:
             attrs: Mapping[str, Any] = _NO_ATTRS
@@ -631,11 +632,11 @@ class Parser:
         op = Op(name, operands, out_types, None, regions)
         self._op_pos[id(op)] = name_tok.pos
         pend = [(k, v) for k, v in attrs.items() if isinstance(v, tuple) and v[:1] == ("__resource__",)]
-        for k, _ in pend:
-            attrs[k] = None
+        for key, _ in pend:
+            attrs[key] = None
         op.attrs = freeze_attrs({k: v for k, v in attrs.items() if v is not None})
-        for k, v in pend:
-            self._pending_resources.append((op, k, v[1], v[2], v[3]))
+        for key, res in pend:
+            self._pending_resources.append((op, key, res[1], res[2], res[3]))
         self._opt_loc(op)
         g.append(op)
         idx = 0

@@ -214,11 +214,11 @@ class Printer:
         loc = self._loc(op.loc)
         if op.regions:
             lines.append(head + " ({")
-            for k, r in enumerate(op.regions):
+            for k, region in enumerate(op.regions):
                 if k:
                     lines.append(f"{ind}}}, {{")
-                self._block_header(r, lines, ind, use_arg_names=False)
-                self._ops(r, lines, ind + "  ")
+                self._block_header(region, lines, ind, use_arg_names=False)
+                self._ops(region, lines, ind + "  ")
             lines.append(f"{ind}}})" + (f" {attrs}" if attrs else "") + f" : {sig}{loc}")
         else:
             lines.append(head + (f" {attrs}" if attrs else "") + f" : {sig}{loc}")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from irkit.errors import InputError
 from irkit.zoo.registry import ARCHITECTURES, INPUT_NAMES, Arch
@@ -49,6 +49,12 @@ def entry(name: str) -> Arch:
 def _check_size(size: str) -> None:
     if size not in SIZES:
         raise ZooError(f"unknown zoo size '{size}' (expected one of {', '.join(SIZES)})")
+
+
+def as_size(size: str) -> Size:
+    """``size`` (e.g. from a command line) checked to be one of :data:`SIZES`."""
+    _check_size(size)
+    return cast(Size, size)
 
 
 @contextlib.contextmanager
@@ -271,5 +277,5 @@ def attention_layers(module: Any, inputs: tuple[Any, ...] | None = None) -> int:
     return calls[0]
 
 
-__all__ = ["SIZES", "Size", "ZooError", "attention_layers", "build", "dynamic_shapes", "entry",
+__all__ = ["SIZES", "Size", "ZooError", "as_size", "attention_layers", "build", "dynamic_shapes", "entry",
            "example_inputs", "factory", "make_config", "names", "zoo_model_class"]
