@@ -34,6 +34,7 @@ from irkit.targets.base import (
     TargetUnavailable,
     op_ids,
     provenance,
+    quiet_native_stderr,
 )
 from irkit.targets.registry import register_target
 
@@ -1254,13 +1255,15 @@ class TvmTarget(Target):
         files: dict[str, str | bytes] = {"relax.py": mod.script()}
         info: dict[str, Any] = {}
         try:
-            ex = tvm.compile(mod, target=target,
-                             relax_pipeline=_cpu_pipeline(target) if self.kind == "llvm" else "default")
+            with quiet_native_stderr():  # TVM's code generator warns on fd 2 (unknown pragmas...)
+                ex = tvm.compile(mod, target=target,
+                                 relax_pipeline=_cpu_pipeline(target) if self.kind == "llvm" else "default")
         except Exception as e:  # noqa: BLE001 - TVM's FuseTIR rejects some graphs; build unfused
             info["fusion"] = ("Relax FuseOps/FuseTIR failed here (" + str(e).strip().splitlines()[-1][:200]
                               + "); built without Relax operator fusion")
             try:
-                ex = tvm.compile(mod, target=target, relax_pipeline=_unfused_pipeline(target))
+                with quiet_native_stderr():
+                    ex = tvm.compile(mod, target=target, relax_pipeline=_unfused_pipeline(target))
             except Exception as e2:  # noqa: BLE001 - TVM's own build failure: one clear line, not its traceback
                 ops = ", ".join(sorted({o.name for o in fn.walk() if o.name not in _STRUCTURAL}))
                 last = (str(e2).strip().splitlines() or [type(e2).__name__])[-1][:200]

@@ -42,6 +42,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from irkit.targets.base import quiet_native_stderr
+
 __all__ = [
     "CUDA_PLUGINS",
     "GPU_TARGETS",
@@ -265,28 +267,6 @@ def _topology_kwargs(canon: str, topology: str) -> dict[str, Any]:
         # would be half a chip; JAX runs v4 in megacore mode, one device per chip.
         kwargs["chip_config_name"] = "megacore"
     return kwargs
-
-
-@contextlib.contextmanager
-def quiet_native_stderr() -> Any:
-    """Silence what libtpu prints on file descriptor 2 while it loads without a TPU
-    (warnings about TPU_ACCELERATOR_TYPE, worker hostnames and host bounds that do not
-    apply to a deviceless compile). ``IRKIT_VERBOSE=1`` keeps them; errors still raise."""
-    if os.environ.get("IRKIT_VERBOSE"):
-        yield
-        return
-    import sys
-    import tempfile
-
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as sink:
-        os.dup2(sink.fileno(), 2)
-        try:
-            yield
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
 
 
 def cpu_device() -> Any:

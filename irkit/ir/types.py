@@ -361,6 +361,19 @@ def eval_dim(d: Dim, bindings: Mapping[str, int]) -> int:
     return d if isinstance(d, int) else d.evaluate(bindings)
 
 
+def static_dim(d: Dim) -> int:
+    """``d`` where the caller knows it is static (a constant's shape, a checked ``is_static``);
+    a symbolic dim is a TypeError, as ``int(d)`` would be."""
+    if isinstance(d, SymDim):
+        raise TypeError(f"dim {d} is symbolic where a static dim is required")
+    return d
+
+
+def static_shape(shape: Iterable[Dim]) -> tuple[int, ...]:
+    """:func:`static_dim` of every dim."""
+    return tuple(static_dim(d) for d in shape)
+
+
 def dim_str(d: Dim) -> str:
     return str(d)
 
@@ -515,6 +528,6 @@ def is_pow2(n: int) -> bool:
 
 __all__ = [
     "DType", "SymDim", "Dim", "TensorType", "parse_dim", "dim_add", "dim_sub", "dim_mul",
-    "dim_prod", "dim_floordiv", "eval_dim", "broadcast_shapes", "shape_str", "normalize_axis",
-    "promote",
+    "dim_prod", "dim_floordiv", "eval_dim", "static_dim", "static_shape", "broadcast_shapes", "shape_str",
+    "normalize_axis", "promote",
 ]
