@@ -1021,14 +1021,14 @@ def _slice_infer(ts, a):
     if not (len(start) == len(limit) == len(step) == t.rank):
         raise OpError(f"start/limit/step need {t.rank} entries each")
     shape: list[Dim] = []
-    for i, (s, l, st, d) in enumerate(zip(start, limit, step, t.shape)):
+    for i, (s, lim, st, d) in enumerate(zip(start, limit, step, t.shape)):
         if st < 1:
             raise OpError(f"step {st} on dim {i} must be positive")
         if isinstance(s, int) and s < 0:
             raise OpError(f"start {s} on dim {i} is negative")
-        if isinstance(l, int) and isinstance(d, int) and (l > d or (isinstance(s, int) and s > l)):
-            raise OpError(f"slice [{s}:{l}] on dim {i} is out of range for size {d}")
-        n = dim_sub(l, s)
+        if isinstance(lim, int) and isinstance(d, int) and (lim > d or (isinstance(s, int) and s > lim)):
+            raise OpError(f"slice [{s}:{lim}] on dim {i} is out of range for size {d}")
+        n = dim_sub(lim, s)
         if st != 1:
             if not isinstance(n, int):
                 raise OpError(f"strided slice of a symbolic extent on dim {i}")
@@ -1039,7 +1039,7 @@ def _slice_infer(ts, a):
 
 def _slice_ref(xs, a, ctx):
     b = ctx.bindings
-    idx = tuple(slice(eval_dim(s, b), eval_dim(l, b), st) for s, l, st in
+    idx = tuple(slice(eval_dim(s, b), eval_dim(lim, b), st) for s, lim, st in
                 zip(a["start"], a["limit"], a.get("step") or (1,) * xs[0].ndim))
     return [xs[0][idx]]
 
