@@ -12,7 +12,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 SECTIONS = [
-    ("ir_scaling", "IR core: parse, print, verify and canonicalize,cse,dce on GPT-2-style modules (issue: IR core)"),
+    ("ir_scaling", "IR core: parse, print, verify and canonicalize,cse,dce on GPT-2-style modules"),
     ("import_torch", "Import time: torch.export frontend vs TVM's from_exported_program"),
     ("import_onnx", "Import time: ONNX frontend vs TVM's from_onnx"),
     ("import_jax", "Import time: JAX frontend (jaxpr and StableHLO)"),
@@ -25,6 +25,7 @@ SECTIONS = [
     ("gpu_check", "GPU check (tvm-cuda, xla-gpu, fused attention vs torch)"),
     ("peers", "Peer comparison on the example models"),
     ("sweeps", "Sweeps"),
+    ("decode", "Decode (KV cache)"),
     ("pipeline_scaling", "Optimising pipeline scaling"),
 ]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from irkit.ir.core import Op
 from irkit.ir.types import eval_dim

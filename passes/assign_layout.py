@@ -37,8 +37,8 @@ def _pad_last(b: Builder, v: Value, axis: int, new: int) -> Value:
         widths = [(0, 0)] * arr.ndim
         widths[ax] = (0, new - old)
         d: Dense = p.attrs["value"]
-        return Builder.before_op(p).create("ik.constant", [], {"value": Dense(np.pad(arr, widths), d.dtype, d.resource)},
-                                           p.loc).results[0]
+        padded = Dense(np.pad(arr, widths), d.dtype, d.resource)
+        return Builder.before_op(p).create("ik.constant", [], {"value": padded}, p.loc).results[0]
     pads = [0] * (2 * t.rank)
     pads[t.rank + ax] = new - old
     return b.pad(v, pads=tuple(pads), value=0.0)

@@ -118,11 +118,11 @@ def _softmax_to_be(u: Op, v: Value) -> bool:
     """``u`` starts a decomposed softmax of ``v`` over its last axis (max, or exp summed)."""
     r = v.type.rank
     if u.name == "ik.reduce_max":
-        axes = u.attrs.get("axes") or ()
+        axes = tuple(u.attrs.get("axes") or ())
         return len(axes) == 1 and normalize_axis(axes[0], r) == r - 1
     for w in u.results[0].users:
         if w.name == "ik.reduce_sum":
-            axes = w.attrs.get("axes") or ()
+            axes = tuple(w.attrs.get("axes") or ())
             if len(axes) == 1 and normalize_axis(axes[0], r) == r - 1:
                 return True
     return False
@@ -469,7 +469,7 @@ class WhereNot(Pattern):
         if op_is(c, "ik.not") is None:
             return Fail("the condition is not a not", op)
         if is_mask_fill(float_splat(y)) and not is_mask_fill(float_splat(x)):
-            return Fail("already the canonical masked_fill orientation (the mask fill on the else side)", op)  # already the canonical masked_fill orientation
+            return Fail("already the canonical masked_fill orientation (the mask fill on the else side)", op)
         return Match()
 
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
@@ -620,7 +620,8 @@ class WhereBiasInside(Pattern):
             keep, x, fill = p.operands
             if float_splat(fill) != -math.inf or is_mask_fill(float_splat(b)):
                 continue
-            if b.producer is not None and b.producer.name == "ik.where" and float_splat(b.producer.operand(2)) == -math.inf:
+            bp = b.producer
+            if bp is not None and bp.name == "ik.where" and float_splat(bp.operand(2)) == -math.inf:
                 continue
             return Match(keep=keep, x=x, b=b, fill=fill)
         return Fail("no operand is a single-use where(keep, x, -inf) plus a bias that is not a mask", op)

@@ -11,8 +11,8 @@ one place that runs them all to a fixed point.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 from irkit.passes.canon_attention import attention_canonicalization_patterns
@@ -114,7 +114,8 @@ def _identity_perm(op: Op) -> bool:
 def _full_slice(op: Op) -> bool:
     t = op.operand(0).type
     step = op.attrs.get("step") or (1,) * t.rank
-    return all(s == 0 and lim == d and st == 1 for s, lim, st, d in zip(op.attrs["start"], op.attrs["limit"], step, t.shape))
+    return all(s == 0 and lim == d and st == 1
+               for s, lim, st, d in zip(op.attrs["start"], op.attrs["limit"], step, t.shape))
 
 
 RULES: list[Rule] = [
@@ -132,7 +133,8 @@ RULES: list[Rule] = [
     Rule("not-not", P("ik.not", P("ik.not", X)), "x"),
     Rule("dropout", P("ik.dropout", X), "x"),
     Rule("cast-noop", P("ik.cast", X, where=lambda op: op.attrs["to"] == op.operand(0).type.dtype), "x"),
-    Rule("cast-cast", P("ik.cast", P("ik.cast", X, where=lambda op: op.attrs["to"] in _WIDENS.get(op.operand(0).type.dtype, ()))),
+    Rule("cast-cast",
+         P("ik.cast", P("ik.cast", X, where=lambda op: op.attrs["to"] in _WIDENS.get(op.operand(0).type.dtype, ()))),
          _cast_chain),
     Rule("transpose-identity", P("ik.transpose", X, where=_identity_perm), "x"),
     Rule("transpose-transpose", P("ik.transpose", P("ik.transpose", X, name="t")), _compose_transpose),

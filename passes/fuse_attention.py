@@ -38,6 +38,7 @@ mask defines those rows; ``--check-rewrites`` checks everything else.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -174,7 +175,7 @@ class _Classifier:
         self.am.biases.append((a, factor))
         return None
 
-    def _bindings(self, a: Value, extra: list[Value] = ()) -> list[dict[str, int]]:
+    def _bindings(self, a: Value, extra: Sequence[Value] = ()) -> list[dict[str, int]]:
         ops = cone(a, extra) or []
         syms = symbols_of(ops, [a, *extra])
         syms |= {s for d in self.shape if isinstance(d, SymDim) for s in d.symbols}
@@ -197,7 +198,8 @@ class _Classifier:
             if kinds == {"all"}:
                 return None
             self.am.notes.append(
-                f"the additive constant from {loc_str(a.producer)} holds mask values but is not causal; "
+                f"the additive constant from {loc_str(a.producer) if a.producer else 'an argument'} holds mask "
+                "values but is not causal; "
                 "it is kept as a bias")
         self.am.biases.append((a, factor))
         return None
@@ -266,8 +268,8 @@ def _unrepeat(v: Value, axis: int) -> tuple[Value, int, tuple] | None:
     ys, vs = y.type.shape, v.type.shape
     if ys[:axis] != vs[:axis] or ys[axis + 2:] != vs[axis + 1:]:
         return None
-    n = ys[axis + 1]
-    if not isinstance(n, int) or n < 2:
+    size = ys[axis + 1]
+    if not isinstance(size, int) or size < 2:
         return None
     bp = op_is(y, "ik.broadcast")
     if bp is None:
@@ -279,7 +281,7 @@ def _unrepeat(v: Value, axis: int) -> tuple[Value, int, tuple] | None:
         return None
     if any(zd != yd for i, (zd, yd) in enumerate(zip(z.type.shape, ys)) if i != axis + 1):
         return None
-    return z, n, tuple(d for i, d in enumerate(z.type.shape) if i != axis + 1)
+    return z, size, tuple(d for i, d in enumerate(z.type.shape) if i != axis + 1)
 
 
 _FLOAT_ORDER = (DType.bf16, DType.f16, DType.f32, DType.f64)
@@ -341,7 +343,7 @@ def _safe_softmax_guard(sm: Op) -> list[Op] | None:
     red = op_is(v, "ik.reduce_max")
     if red is None or not red.attrs.get("keepdims", False):
         return None
-    axes = red.attrs.get("axes") or ()
+    axes = tuple(red.attrs.get("axes") or ())
     if len(axes) != 1 or normalize_axis(axes[0], r) != r - 1:
         return None
     chain.append(red)
@@ -356,7 +358,7 @@ def _safe_softmax_guard(sm: Op) -> list[Op] | None:
     return [*reversed(chain), w]
 
 
-def match_attention(sm: Op) -> AttentionMatch | Fail:
+def match_attention(sm: Op) -> AttentionMatch | GroupedMatch | Fail:
     """Find the attention around softmax ``sm``, or say why there is none."""
     x = sm.operand(0)
     rank = x.type.rank
@@ -438,8 +440,8 @@ def match_attention(sm: Op) -> AttentionMatch | Fail:
             cur = a
             continue
         if op.name in ("ik.add", "ik.sub"):
-            l, r = op.operands
-            lc, rc = _reaches_contraction(l), _reaches_contraction(r)
+            lhs, rhs = op.operands
+            lc, rc = _reaches_contraction(lhs), _reaches_contraction(rhs)
             if op.name == "ik.sub":
                 if not lc or rc:
                     return Fail("the scores are subtracted from something, not shifted by a bias", op)
@@ -448,7 +450,7 @@ def match_attention(sm: Op) -> AttentionMatch | Fail:
                 return Fail(f"both operands of {loc_str(op)} come from a matmul; cannot tell scores from bias", op)
             if not lc and not rc:
                 return Fail(f"neither operand of {loc_str(op)} comes from Q·Kᵀ", op)
-            term, cur = (r, l) if lc else (l, r)
+            term, cur = (rhs, lhs) if lc else (lhs, rhs)
             if cur.type != op.results[0].type:
                 return Fail("the additive term broadcasts the scores to a larger shape", op)
             if factor <= 0:
@@ -587,7 +589,7 @@ class GroupedMatch:
     v: Value
     v_order: tuple[int, ...]  # V dims in order b..., s, dv
     batch: tuple  # sizes of the batch labels
-    g: object  # size of g (1 when there is none)
+    g: int | SymDim  # size of g (1 when there is none)
     t: object
     x_shape: tuple  # the softmax's shape
     x_to_c: tuple[int, ...]  # inverse of the transpose between the contraction and the softmax
@@ -828,8 +830,12 @@ class FuseAttentionPattern(Pattern):
         if out.type.dtype != pv.results[0].type.dtype:
             out = emit_op(rw, pv, "ik.cast", out, to=pv.results[0].type.dtype)
         rw.replace_op(pv, [out])
+        made = out.producer
+        assert made is not None  # created just above
+        noted = made if r == 4 else made.operand(0).producer
+        assert noted is not None
         for n in am.notes:
-            self.notes.append(FusionNote(self.name, out.producer if r == 4 else out.producer.operand(0).producer, n))
+            self.notes.append(FusionNote(self.name, noted, n))
 
 
 def fuse_attention_patterns(notes: list[NearMiss] | None = None) -> list[Pattern]:

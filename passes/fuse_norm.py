@@ -115,7 +115,8 @@ class FuseNormPattern(Pattern):
             else:
                 var_v = add.operand(0)
             if e is None:
-                return Fail("the term added under the square root is not a float splat constant (an eps)", add, near_miss=False)
+                return Fail("the term added under the square root is not a float splat constant (an eps)", add,
+                            near_miss=False)
             eps = e
             eps_dtype = inner.type.dtype
         # A normalisation candidate from here: the denominator is sqrt(mean(...) + eps).
@@ -188,9 +189,9 @@ class FuseNormPattern(Pattern):
             if o is core or o.name == "ik.constant":
                 continue
             for r in o.results:
-                for u in r.users:
-                    if id(u) not in inner:
-                        return Fail(f"'{o.name}' inside the normalisation has a user outside it ({u.name})", o)
+                for user in r.users:
+                    if id(user) not in inner:
+                        return Fail(f"'{o.name}' inside the normalisation has a user outside it ({user.name})", o)
         last = core
         cur = core.results[0]
         cast_to = None
@@ -200,9 +201,10 @@ class FuseNormPattern(Pattern):
             w_user = only_user(u.results[0])
             w = other_operand(w_user, u.results[0]) if w_user is not None and w_user.name == "ik.mul" else None
             if w is not None and _per_feature(w, nm.x, nm.axis) and w.type.dtype == u.results[0].type.dtype:
+                assert w_user is not None  # w is its other operand
                 nm.weight, cast_to, last = w, u.attrs["to"], w_user
-                nm.ops += [u, w_user]  # type: ignore[list-item]
-                cur = w_user.results[0]  # type: ignore[union-attr]
+                nm.ops += [u, w_user]
+                cur = w_user.results[0]
         if nm.weight is None:
             u = only_user(cur)
             if u is not None and u.name == "ik.mul":

@@ -20,15 +20,15 @@ import contextlib
 import json
 import os
 import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Iterator, Mapping, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
 from irkit.errors import IrkitError
 from irkit.ir.core import Module, Op
-
 
 
 @contextlib.contextmanager
@@ -340,8 +340,9 @@ class Session:
                     raise IrkitError(f"session on '{self.target.name}': {self.arg_name(i)} is None but has no "
                                      "resident value; pass an array or bind it first")
             else:
-                xs[i] = np.asarray(x)
-                self._check_shape(i, xs[i])
+                arr = np.asarray(x)
+                xs[i] = arr
+                self._check_shape(i, arr)
         return xs
 
     def run(self, inputs: Sequence[np.ndarray | None], fetch: Sequence[int] | None = None) -> list[np.ndarray]:

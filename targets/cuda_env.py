@@ -174,8 +174,8 @@ def cuda_status() -> CudaStatus:
     driver, version, devices, err = _driver()
     root = wheel_cuda_root()
     cccl = None
-    for cand in ([root / "include" / "cccl"] if root else []) + [Path(p) / "include" / "cccl" for p in
-                                                                  (os.environ.get("CUDA_PATH"), "/usr/local/cuda") if p]:
+    system = [Path(p) / "include" / "cccl" for p in (os.environ.get("CUDA_PATH"), "/usr/local/cuda") if p]
+    for cand in ([root / "include" / "cccl"] if root else []) + system:
         if (cand / "cuda" / "std").is_dir():
             cccl = str(cand)
             break

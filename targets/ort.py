@@ -34,18 +34,27 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
+from irkit.targets.base import (
+    Artifact,
+    Availability,
+    Kernel,
+    LoweringTable,
+    Target,
+    TargetUnavailable,
+    op_ids,
+    provenance,
+)
+from irkit.targets.registry import register_target
 
 from irkit.interp import default_bindings
 from irkit.ir.core import Function, Graph, Module, Op, Value
 from irkit.ir.ops import OPS, named_operands
 from irkit.ir.ops_window import conv_attrs, window_attrs
 from irkit.ir.types import DType, TensorType, eval_dim, normalize_axis
-from irkit.targets.base import (Artifact, Availability, Kernel, LoweringTable, Target, TargetUnavailable, op_ids,
-                                provenance)
-from irkit.targets.registry import register_target
 
 OPSET = 23
 
@@ -213,6 +222,7 @@ class _Exporter:
                 bq, hq, sq, _ = self.shape(op.operand(0).type)
                 sk = self.shape(op.operand(1).type)[2]
                 mv = n["mask"] if mask is not None else n["bias"]
+                assert mv is not None
                 ms = [1] * max(0, 4 - mv.type.rank) + self.shape(mv.type)
                 full = self.const(np.array([ms[0], ms[1], sq, sk], np.int64), "mask_shape")
                 small = mask or bias
@@ -224,6 +234,7 @@ class _Exporter:
             # (attention_reference); onnxruntime's Attention gives NaN there.  Whether a row has a
             # live key is read off the mask before its expansion (broadcast by Where).
             last = self.const(np.array([-1], np.int64))
+            assert small is not None  # set with extra
             if mask is not None:
                 live = self.node("ReduceMax", [self.node("Cast", [small], owner=op, to=_ONNX_DTYPES["ui8"])[0], last],
                                  owner=op, keepdims=1)[0]
@@ -790,6 +801,7 @@ def _floored(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
     elif _is_float(dt):
         # NumPy's floor_divide (npy_divmod), not floor(x / y): (x - fmod(x, y)) / y is exact, then a
         # step down where the remainder's sign differs from the divisor's; x / 0 stays IEEE.
+        assert fix is not None  # a float type is signed
         q = nd("Div", [nd("Sub", [x, r], owner=op)[0], y], owner=op)[0]
         q = nd("Where", [fix, nd("Sub", [q, ex.const(np.array(1, _np_of(dt)))], owner=op)[0], q], owner=op)[0]
         q = nd("Round", [q], owner=op)[0]
@@ -1147,9 +1159,9 @@ def _conv(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
         x = nd("Slice", [x, ex.const(np.array([0], np.int64)), ex.const(np.array([shape[ax]], np.int64)),
                          ex.const(np.array([ax], np.int64))], owner=op)[0]
     if any(p < 0 for p in padding):  # crop what negative padding removes, pad the rest in Conv
-        st = [max(0, -padding[i]) for i in range(ns)]
+        lo = [max(0, -padding[i]) for i in range(ns)]
         en = [shape[2 + i] - max(0, -padding[ns + i]) for i in range(ns)]
-        x = nd("Slice", [x, ex.const(np.array(st, np.int64)), ex.const(np.array(en, np.int64)),
+        x = nd("Slice", [x, ex.const(np.array(lo, np.int64)), ex.const(np.array(en, np.int64)),
                          ex.const(np.arange(2, 2 + ns, dtype=np.int64))], owner=op)[0]
         padding = [max(0, p) for p in padding]
     y = nd("Conv", [x, *args[1:]], owner=op, strides=strides, pads=padding, dilations=dil,
@@ -1195,7 +1207,9 @@ class OrtTarget(Target):
         self.threads = threads
 
     def open_session(self, artifact, aliases=None):  # resident OrtValues via IOBinding (targets/ort_session.py)
-        from irkit.targets.ort_session import open_ort_session; return open_ort_session(self, artifact, aliases)  # noqa: E702
+        from irkit.targets.ort_session import open_ort_session
+
+        return open_ort_session(self, artifact, aliases)
 
     def availability(self) -> Availability:
         try:

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import time
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
+from irkit.targets.base import Artifact, Kernel, Target, op_ids, provenance
+from irkit.targets.registry import register_target
 
 from irkit.interp import Interpreter, bind_symbols, default_bindings, run
 from irkit.ir.core import Module
-from irkit.targets.base import Artifact, Kernel, Target, op_ids, provenance
-from irkit.targets.registry import register_target
 
 
 @register_target("reference")

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -491,7 +491,7 @@ def _const_array(v: Value, depth: int = 4) -> np.ndarray | None:
     if op.name == "ik.transpose":
         return np.transpose(x, op.attrs["perm"])
     if op.name == "ik.reshape":
-        return x.reshape([int(d) for d in v.type.shape]) if v.type.is_static else None
+        return x.reshape(v.type.concrete_shape({})) if v.type.is_static else None
     return x.astype(op.attrs["to"].np)
 
 
@@ -832,7 +832,9 @@ def _reduce(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
         dt = op.results[0].dtype
         with np.errstate(all="ignore"):
             empty = np.zeros([lw.shape(op.operand(0))[i] if i not in axes else 0 for i in range(rank)], dt.np)
-            ref = {"sum": np.sum, "prod": np.prod, "mean": np.mean, "max": np.max, "min": np.min}[kind]
+            refs: dict[str, Callable[..., Any]] = {"sum": np.sum, "prod": np.prod, "mean": np.mean, "max": np.max,
+                                                   "min": np.min}
+            ref = refs[kind]
             try:
                 value = np.asarray(ref(empty, axis=tuple(axes), keepdims=keep)).astype(dt.np)
             except ValueError:
@@ -1216,7 +1218,9 @@ class TvmTarget(Target):
         return cpu_target() if self.kind == "llvm" else cuda_target(self.arch)
 
     def open_session(self, artifact, aliases=None):  # resident TVM tensors (targets/tvm_session.py)
-        from irkit.targets.tvm_session import open_tvm_session; return open_tvm_session(self, artifact, aliases)  # noqa: E702
+        from irkit.targets.tvm_session import open_tvm_session
+
+        return open_tvm_session(self, artifact, aliases)
 
     def availability(self) -> Availability:
         why = _tvm_available()
@@ -1271,16 +1275,17 @@ class TvmTarget(Target):
                                         f"{last}") from None
         dt = time.perf_counter() - t0
         kernels = []
-        for name, ops in low.kernels:
-            names, locs = provenance(ops, ids)
+        for name, kernel_ops in low.kernels:
+            names, locs = provenance(kernel_ops, ids)
             kernels.append(Kernel(name, "scheduled TensorIR", names, locs, "relax.py",
-                                  extra={"functions": [low.function.get(name, name), *low.aux_functions.get(name, [])]}))
+                                  extra={"functions": [low.function.get(name, name),
+                                                       *low.aux_functions.get(name, [])]}))
         for op in fn.body:
             if op.name in ("func.return", "ik.constant") or any(ids[id(op)] in k.ir_ops for k in kernels):
                 continue
             names, locs = provenance([op], ids)
-            fns = list(dict.fromkeys(low.function[low.kname(o)] for o in [op, *(i for r in op.regions for i in r.walk())]
-                                       if low.kname(o) in low.function))
+            inner = [op, *(i for r in op.regions for i in r.walk())]
+            fns = list(dict.fromkeys(low.function[low.kname(o)] for o in inner if low.kname(o) in low.function))
             kernels.append(Kernel(low.kname(op), "TOPI (Relax-fused)", names, locs, "relax.py",
                                   extra={"functions": fns or [low.kname(op)]}))
         info.update({"tvm": tvm.__version__, "target": str(target), "scheduled_kernels": len(low.kernels)})
@@ -1348,9 +1353,9 @@ class _CpuRunner:
 
     def __init__(self, vm: Any, shapes: Sequence[Sequence[int]], dtypes: Sequence[str], output_is_arg: bool,
                  multi: bool):
-        import tvm
-
         import threading
+
+        import tvm
 
         self.vm = vm
         self.main = vm["main"]

@@ -108,7 +108,7 @@ class XlaTarget(Target):
         self.inline_limit = inline_limit
         self.name = f"xla-{platform}"  # type: ignore[misc]
         if platform == "gpu" and topology in ("h100", "h200", "a100"):
-            self.spec = topology  # the deviceless compile's GPU is the one to estimate for
+            self.spec = topology  # type: ignore[misc]  # the deviceless compile's GPU is the one to estimate for
         tpu = f"XLA:TPU {platform[4:]}, one chip, ahead of time through libtpu"
         self.summary = _SUMMARIES.get(platform, tpu)  # type: ignore[misc]
 

@@ -59,7 +59,8 @@ from irkit.ir.core import Dense, Function, Graph, Module, Op
 from irkit.ir.ops import OPS, named_operands
 from irkit.ir.types import DType, TensorType, eval_dim, normalize_axis
 
-__all__ = ["RULES", "XLA_RULES", "LowerOptions", "LoweredFunction", "LoweringError", "RuleContext", "jax_dtype", "lower_to_jax"]
+__all__ = ["RULES", "XLA_RULES", "LowerOptions", "LoweredFunction", "LoweringError", "RuleContext", "jax_dtype",
+           "lower_to_jax"]
 
 
 class LoweringError(IrkitError):

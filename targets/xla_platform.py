@@ -33,7 +33,6 @@ such call here runs under :func:`quiet_native_stderr`; ``IRKIT_VERBOSE=1`` (``ir
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import importlib.metadata
 import importlib.util

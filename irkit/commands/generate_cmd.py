@@ -81,7 +81,6 @@ def load_decoder(spec: str, args: argparse.Namespace, prompt_len: int | None) ->
         raise InputError(f"{spec}: ONNX models carry their cache as past/present tensors of growing shape, which "
                          "irkit generate does not run; export a static cache with zoo:NAME or FILE.py:FACTORY")
     from irkit.cli import read_input_module
-
     from irkit.generate import GenerateError, seq_bindings
 
     m = read_input_module(spec)

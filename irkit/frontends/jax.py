@@ -7,8 +7,8 @@ walks the equations once.  Call-like primitives (``jit``/``pjit``,
 inlined; every other primitive has one handler in :data:`PRIMITIVES` (registered
 with ``@converter``; refused primitives say why) that maps it to IR through
 :class:`~irkit.frontends.jax_emit.Emitter` and :mod:`~irkit.frontends.jax_emit_index`,
-which the StableHLO importer shares, so both paths agree on XLA semantics.  Closed-over arrays become ``ik.constant``, named after where
-they live in the function's closure (``h.0.attn.c_attn.weight`` for a params
+which the StableHLO importer shares, so both paths agree on XLA semantics.  Closed-over arrays
+become ``ik.constant``, named after where they live in the function's closure (``h.0.attn.c_attn.weight`` for a params
 dict), else ``const_N``.  Each op's location is the user's frame from the
 equation's ``source_info`` (``model.py:42:8``), named by the JAX name stack.
 Shape polymorphism (``polymorphic_shapes="B, S"`` strings, or
@@ -53,7 +53,7 @@ from irkit.frontends.jax_stablehlo import import_hlo, import_stablehlo
 from irkit.ir.aliases import donation_aliases, set_aliases
 from irkit.ir.builder import Builder
 from irkit.ir.core import Function, Graph, Location, Module, Value
-from irkit.ir.types import Dim, DType, SymDim, TensorType
+from irkit.ir.types import Dim, DType, SymDim, TensorType, static_dim
 from irkit.ir.verify import verify
 
 
@@ -741,7 +741,7 @@ def _p_approx_top_k(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[
     # On CPU and GPU XLA computes approx_top_k exactly; the result is an exact top-k.
     axis = int(p["reduction_dimension"])
     k = ot[0].shape[axis]
-    return imp.em.topk(ins[0], int(k), axis, bool(p["is_max_k"]), ot[1].dtype)
+    return imp.em.topk(ins[0], static_dim(k), axis, bool(p["is_max_k"]), ot[1].dtype)
 
 
 @converter("dot_general")
@@ -765,7 +765,7 @@ def _p_conv_general_dilated(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: 
 def supported_ops() -> list[str]:
     """The jaxpr primitives :func:`import_jax` translates (a few only in common forms, e.g.
     ``reduce`` with one operand and an add/mul/max/min reducer)."""
-    return sorted(set(PRIMITIVES) | set(_CALLS))
+    return sorted({str(k) for k in PRIMITIVES} | set(_CALLS))
 
 
 # ---------------------------------------------------------------------------

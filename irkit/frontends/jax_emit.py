@@ -38,7 +38,7 @@ from irkit.errors import Unsupported
 from irkit.ir.builder import Builder, BuildError
 from irkit.ir.core import Dense, Graph, Location, Value
 from irkit.ir.ops import OPS, RefContext
-from irkit.ir.types import Dim, DType, SymDim, TensorType, dim_add, dim_mul, dim_sub
+from irkit.ir.types import Dim, DType, SymDim, TensorType, dim_add, dim_mul, dim_sub, static_shape
 
 FOLD_LIMIT = 64
 """Largest element count :meth:`Emitter.const_value` folds."""
@@ -416,7 +416,7 @@ class Emitter:
         splat = self._splat_value(x)
         if splat is not None and all(isinstance(d, int) for d in shape):
             # A broadcast constant is a splat constant (what MLIR folds it to); it costs no memory.
-            return self.b.constant(Dense.splat(splat, tuple(int(d) for d in shape), x.dtype), loc=self.loc)
+            return self.b.constant(Dense.splat(splat, static_shape(shape), x.dtype), loc=self.loc)
         order = sorted(range(len(bdims)), key=lambda i: bdims[i])
         if order != list(range(len(bdims))):
             x = self.transpose(x, order)
@@ -493,7 +493,7 @@ class Emitter:
         v = self.reshape(value, ())
         c = self.const_value(v)
         if c is not None and all(isinstance(d, int) for d in shape):
-            return self.b.constant(Dense.splat(c.reshape(()).item(), tuple(int(d) for d in shape), v.dtype),
+            return self.b.constant(Dense.splat(c.reshape(()).item(), static_shape(shape), v.dtype),
                                    loc=self.loc)
         return self.op("broadcast", v, shape=tuple(shape))
 
@@ -703,7 +703,7 @@ class Emitter:
             for d, k, (lo, hi), st, dl, ld in zip(x.shape[2:], w.shape[2:], pads, strides, rdil, ldil):
                 span = ((d - 1) * ld + 1 if d else 0) + lo + hi - dl * (k - 1)
                 out.append(max(0, (span - 1) // st + 1) if span >= 1 else 0)
-            return self.constant(np.zeros(tuple(int(v) for v in out), x.dtype.np), x.dtype)
+            return self.constant(np.zeros(static_shape(out), x.dtype.np), x.dtype)
         if n == 2 and all(d == 1 for d in ldil) and all(lo >= 0 and hi >= 0 for lo, hi in pads):
             return self.op("conv2d", x, w, None, strides=tuple(strides),
                            padding=(pads[0][0], pads[1][0], pads[0][1], pads[1][1]), dilations=tuple(rdil),

@@ -49,7 +49,18 @@ from irkit.frontends.jax_emit import (
 from irkit.ir.aliases import set_aliases
 from irkit.ir.builder import Builder
 from irkit.ir.core import Dense, Function, Graph, Location, Module, Value
-from irkit.ir.types import Dim, DType, SymDim, TensorType, dim_add, dim_floordiv, dim_mul, dim_sub
+from irkit.ir.types import (
+    Dim,
+    DType,
+    SymDim,
+    TensorType,
+    dim_add,
+    dim_floordiv,
+    dim_mul,
+    dim_sub,
+    static_dim,
+    static_shape,
+)
 from irkit.ir.verify import verify
 
 _MAX_INLINE_DEPTH = 64
@@ -114,7 +125,7 @@ _TOKEN = re.compile(r'0x[0-9A-Fa-f]+|[-+]?(?:inf|nan)|true|false|[-+]?(?:\d+\.?\
 def _dense_array(ir: Any, attr: Any, t: TensorType) -> np.ndarray:
     """A DenseElementsAttr as a NumPy array of ``t``'s dtype and shape."""
     d = ir.DenseElementsAttr(attr)
-    shape = tuple(int(s) for s in t.shape)  # constants are static
+    shape = static_shape(t.shape)  # constants are static
     npdt = t.dtype.np
     if d.is_splat:
         a = d.get_splat_value()
@@ -525,11 +536,11 @@ def _broadcast(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]
     if k is not None and len(k) == 1 and len(shape) <= 1 and all(isinstance(d, int) for d in shape) \
             and x.type.dtype.is_int:
         n = shape[0] if shape else 1
-        return [_Slot(TensorType(tuple(shape), x.type.dtype), known=k * int(n))]
+        return [_Slot(TensorType(tuple(shape), x.type.dtype), known=k * static_dim(n))]
     if x.const is not None and x.const.size == 1 and all(isinstance(d, int) for d in shape) and \
-            int(np.prod(shape, dtype=np.int64)) <= 16:
+            int(np.prod(static_shape(shape), dtype=np.int64)) <= 16:
         return [_Slot(TensorType(tuple(shape), x.type.dtype),
-                      const=np.broadcast_to(x.const.reshape(()), tuple(int(d) for d in shape)).copy())]
+                      const=np.broadcast_to(x.const.reshape(()), static_shape(shape)).copy())]
     return [w.out(w.em.broadcast_in_dim(w.value(x), shape, bdims))]
 
 
@@ -562,7 +573,7 @@ def _slice(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
         sub = k[start[0]:limit[0]:strides[0]]
         return [_Slot(TensorType((len(sub),), x.type.dtype), known=tuple(sub))]
     lim: list[Dim] = []
-    for i, (d, s, li, st) in enumerate(zip(x.type.shape, start, limit, strides)):
+    for d, s, li, st in zip(x.type.shape, start, limit, strides):
         if isinstance(d, SymDim):
             if s != 0 or st != 1:
                 raise Unsupported("slice of a symbolic dim at a static offset")
@@ -577,7 +588,7 @@ def _real_dyn_slice(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_
     start, limit, strides = (w.known(s) for s in ins[1:4])
     if start is None or limit is None or strides is None or not all(isinstance(s, int) for s in strides):
         raise Unsupported("real_dynamic_slice with bounds computed from data")
-    return [w.out(w.em.slice(w.value(ins[0]), start, limit, [int(s) for s in strides]))]  # type: ignore[misc]
+    return [w.out(w.em.slice(w.value(ins[0]), start, limit, [static_dim(s) for s in strides]))]  # type: ignore[misc]
 
 
 @converter("stablehlo.dynamic_slice")
@@ -799,9 +810,9 @@ def _reduce(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
             iv = em.const_value(w.value(ins[n + i]))
             if iv is None or not _is_identity(kind, np.asarray(iv)):
                 comb = _COMBINE[kind]
-                init = w.value(ins[n + i])
-                r = em.logical(comb, r, init) if comb in ("and", "or") else em.minmax(comb, r, init) \
-                    if comb in ("max", "min") else em.binary(comb, r, init)
+                init_v = w.value(ins[n + i])
+                r = em.logical(comb, r, init_v) if comb in ("and", "or") else em.minmax(comb, r, init_v) \
+                    if comb in ("max", "min") else em.binary(comb, r, init_v)
             outs.append(w.out(r))
         return outs
     if n == 2:
@@ -1055,7 +1066,8 @@ def _approx_top_k(w: _Walker, op: Any, ins: list[_Slot]) -> list[_Slot]:
         raise Unsupported("custom_call @ApproxTopK without its configuration")
     d = w.ir.DictAttr(cfg)
     k, axis = _int(w.ir, d["top_k"]), _int(w.ir, d["reduction_dim"])
-    comparators = [w.funcs.get(w.ir.FlatSymbolRefAttr(c).value) for c in w.ir.ArrayAttr(_attr(op, "called_computations"))]
+    comparators = [w.funcs.get(w.ir.FlatSymbolRefAttr(c).value)
+                   for c in w.ir.ArrayAttr(_attr(op, "called_computations"))]
     direction = None
     if comparators and comparators[0] is not None:
         for body_op in comparators[0].regions[0].blocks[0].operations:
@@ -1081,7 +1093,7 @@ def _custom_call(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slo
 
 def supported_ops() -> list[str]:
     """The StableHLO/CHLO ops :func:`import_stablehlo` translates (some only in common forms)."""
-    return sorted(_HANDLERS)
+    return sorted(str(k) for k in _HANDLERS)
 
 
 # ---------------------------------------------------------------------------

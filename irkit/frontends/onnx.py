@@ -249,9 +249,9 @@ class OnnxImporter(Emitter):
         results = []
         self.loc = Location.unknown()
         for vi in g.output:
-            t = self._get(vi.name)
-            self._check_output(vi, t)
-            results.append(self.ir(t))
+            out = self._get(vi.name)
+            self._check_output(vi, out)
+            results.append(self.ir(out))
         self.b.ret(*results)
         _dce(graph)
         fn = Function(self.fn_name, graph, Location(name=g.name) if g.name else None)
@@ -385,9 +385,10 @@ class OnnxImporter(Emitter):
         out_dirs = [int(v) for v in a.get("scan_output_directions", [0] * k)]
         scans = [self._get(x) for x in ins[n_state:]]
         lengths = {t.shape[ax % t.rank] for t, ax in zip(scans, in_axes)}
-        if len(lengths) != 1 or not isinstance(next(iter(lengths)), int) or next(iter(lengths)) > 4096:
+        length = next(iter(lengths), None)
+        if len(lengths) != 1 or not isinstance(length, int) or length > 4096:
             return False
-        steps = int(next(iter(lengths)))
+        steps = length
         from irkit.frontends.onnx_functions import rename_nodes
 
         states = [self._get(x) for x in ins[:n_state]]
@@ -403,7 +404,7 @@ class OnnxImporter(Emitter):
             mapping = {v.name: v.name + tag for v in body.input}
             mapping.update({o: o + tag for bn in body.node for o in bn.output if o})
             rename_nodes(nodes, mapping)
-            for j, (vi, st) in enumerate(zip(body.input, states)):
+            for vi, st in zip(body.input, states):
                 self._vals[mapping[vi.name]] = st
             for j, (vi, t) in enumerate(zip(body.input[n_state:], scans)):
                 ax = in_axes[j] % t.rank
@@ -437,9 +438,9 @@ class OnnxImporter(Emitter):
             ax = out_axes[j] % r
             vals = []
             for p in parts:
-                shape = list(p.shape)
-                shape.insert(ax, 1)
-                vals.append(self.op("ik.reshape", self.ir(p), shape=tuple(shape)))
+                dims = list(p.shape)
+                dims.insert(ax, 1)
+                vals.append(self.op("ik.reshape", self.ir(p), shape=tuple(dims)))
             self._vals[o] = OnnxValue.of(vals[0] if len(vals) == 1 else self.op("ik.concat", *vals, axis=ax))
         return True
 

@@ -82,7 +82,8 @@ def function_body(node: Any, opset: int, input_types: Sequence[tuple[DType, Sequ
     if node.domain not in ("", "ai.onnx"):
         return None
     try:
-        schema = onnx.defs.get_schema(node.op_type, opset, "")
+        # Any: onnx's stubs for OpSchema lack the function accessors used below (has_function, ...)
+        schema: Any = onnx.defs.get_schema(node.op_type, opset, "")
     except onnx.defs.SchemaError:
         return None
     raw: bytes | None = None

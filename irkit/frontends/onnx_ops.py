@@ -1198,7 +1198,8 @@ def _pad(cx: Emitter, node: Node) -> list[OnnxValue | None]:
             value = cx.scalar_value(cv, node, "constant_value")
     value = 0.0 if value is None else float(value)
     axes_t = node.input(3)
-    axes = [_axis(node, a, x.rank) for a in cx.ints(axes_t, node, "axes")] if axes_t is not None else list(range(x.rank))
+    axes = ([_axis(node, a, x.rank) for a in cx.ints(axes_t, node, "axes")] if axes_t is not None
+            else list(range(x.rank)))
     if len(pads) != 2 * len(axes):
         raise FrontendError(f"node '{node.name}' (Pad): {len(pads)} pads for {len(axes)} axes")
     full = [0] * (2 * x.rank)

@@ -26,7 +26,7 @@ from irkit.frontends.onnx_ops import (
     converter,
 )
 from irkit.ir.core import Value
-from irkit.ir.types import DType, dim_prod
+from irkit.ir.types import Dim, DType, dim_prod, static_dim, static_shape
 
 # ---------------------------------------------------------------------------
 # Gather / scatter
@@ -239,7 +239,7 @@ def _einsum(cx: Emitter, node: Node) -> list[OnnxValue | None]:
             if shape[p] != shape[q] or not isinstance(shape[p], int):
                 raise FrontendError(f"node '{node.name}' (Einsum): '{c}' indexes dims of sizes {shape[p]} and "
                                     f"{shape[q]}")
-            eq_shape = [1] * len(shape)
+            eq_shape: list[Dim] = [1] * len(shape)
             eq_shape[p] = eq_shape[q] = shape[p]
             a = cx.op("ik.iota", shape=tuple(eq_shape), axis=p, dtype=DType.i64)
             b = cx.op("ik.iota", shape=tuple(eq_shape), axis=q, dtype=DType.i64)
@@ -310,7 +310,7 @@ def _qparams(cx: Emitter, node: Node, x: OnnxValue, scale: OnnxValue, zp: OnnxVa
                 v = cx.op("ik.slice", v, start=(0,) * len(s), limit=tuple(lim))
             return v
         return expand(sv), expand(zv) if zv is not None else None
-    shape = [1] * x.rank
+    shape: list[Dim] = [1] * x.rank
     shape[ax] = scale.shape[0]
     sv = cx.op("ik.reshape", sv, shape=tuple(shape))
     if zv is not None:
@@ -375,7 +375,8 @@ def _dyn_quantize(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     zp = cx.op("ik.round", cx.op("ik.sub", zero, cx.op("ik.div", mn, scale)))
     zp_c = cx.op("ik.min", cx.op("ik.max", zp, zero), cx.scalar(255.0, f))
     q = cx.op("ik.add", cx.op("ik.round", cx.op("ik.div", x, scale)), zp_c)
-    return [OnnxValue.of(_saturate(cx, q, DType.ui8)), OnnxValue.of(scale), OnnxValue.of(cx.op("ik.cast", zp_c, to=DType.ui8))]
+    return [OnnxValue.of(_saturate(cx, q, DType.ui8)), OnnxValue.of(scale),
+            OnnxValue.of(cx.op("ik.cast", zp_c, to=DType.ui8))]
 
 
 def _int_matmul(cx: Emitter, node: Node, a: Value, b: Value, a_zp: Value | None, b_zp: Value | None,
@@ -453,7 +454,7 @@ def _eye_like(cx: Emitter, node: Node) -> list[OnnxValue | None]:
         from irkit.frontends.onnx_load import ir_dtype
 
         dt = ir_dtype(int(node.attr("dtype")), cx.source, f"node '{node.name}' (EyeLike) dtype")
-    eye = np.eye(int(x.shape[0]), int(x.shape[1]), int(node.attr("k", 0)))
+    eye = np.eye(static_dim(x.shape[0]), static_dim(x.shape[1]), int(node.attr("k", 0)))
     return [OnnxValue.of(cx.constant(eye.astype(dt.np), dt))]
 
 
@@ -522,7 +523,7 @@ def _reverse_sequence(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     shape = [1] * x.rank
     shape[t_ax], shape[b_ax] = t_n, b_n
     idx = idx if t_ax < b_ax else idx.T
-    full = np.broadcast_to(idx.reshape(shape), tuple(int(d) for d in x.shape)) if all(
+    full = np.broadcast_to(idx.reshape(shape), static_shape(x.shape)) if all(
         isinstance(d, int) for d in x.shape) else None
     if full is None:
         raise Unsupported("ReverseSequence over dynamic dims")

@@ -213,4 +213,5 @@ def initial_state(ep: Any) -> dict[str, np.ndarray]:
     return out
 
 
-__all__ = ["StateBuffer", "StateTracker", "initial_state", "mutated_user_inputs", "state_buffers", "state_outputs", "writes_first_arg"]
+__all__ = ["StateBuffer", "StateTracker", "initial_state", "mutated_user_inputs", "state_buffers", "state_outputs",
+           "writes_first_arg"]

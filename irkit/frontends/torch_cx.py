@@ -18,7 +18,7 @@ import numpy as np
 from irkit.errors import Unsupported
 from irkit.ir.builder import Builder
 from irkit.ir.core import Location, Value
-from irkit.ir.types import Dim, DType, SymDim, TensorType
+from irkit.ir.types import Dim, DType, SymDim, TensorType, static_shape
 
 # torch is imported lazily (inside functions) so that `import irkit` never needs it.
 
@@ -165,7 +165,7 @@ class ConvertContext:
                 v = int(x)
             if dt.is_bool:
                 v = bool(x)
-            return self.b.scalar(v, dt)
+            return self.b.scalar(v.item() if isinstance(v, np.number) else v, dt)
         raise Unsupported(f"expected a tensor or number, got {type(x).__name__}")
 
     def dim_tensor(self, d: Dim) -> Value:
@@ -199,7 +199,7 @@ class ConvertContext:
             if isinstance(value, SymDim):
                 return self.broadcast(v, shape)
             val = bool(value) if dt.is_bool else (int(value) if dt.is_int else float(value))
-            return self.b.scalar(val, dt, shape)
+            return self.b.scalar(val, dt, static_shape(shape))
         return self.b.broadcast(self.tensor(value, dt), shape=shape)
 
     def rank(self, v: Value) -> int:

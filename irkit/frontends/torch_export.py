@@ -506,6 +506,7 @@ class _Importer:
         except Unsupported as e:
             self.unsupported.add(f"constant {target} ({e})", loc)
             return FAILED
+        assert self.b is not None  # set by the import before any node is converted
         self.b.loc = loc
         return self.b.constant(arr, name=sanitize_name(target))
 
@@ -524,6 +525,7 @@ class _Importer:
             self.env[node] = FAILED
             return
         loc = node_location(node)
+        assert self.b is not None
         self.b.loc = loc
         target = node.target
         key = op_key(target)
@@ -646,6 +648,7 @@ class _Importer:
         if isinstance(obj, torch.fx.GraphModule):
             return obj
         if isinstance(obj, torch.Tensor):
+            assert self.b is not None
             self.b.loc = Location(name=str(node.target))
             return self.b.constant(tensor_to_numpy(obj), name=sanitize_name(str(node.target)))
         self.unsupported.add(f"get_attr of {type(obj).__name__} '{node.target}'", node_location(node))
@@ -704,6 +707,7 @@ def _get_attr_of(gm: Any, node: Any, imp: _Importer) -> Any:
     if isinstance(obj, torch.fx.GraphModule):
         return obj
     if isinstance(obj, torch.Tensor):
+        assert imp.b is not None
         return imp.b.constant(tensor_to_numpy(obj), name=sanitize_name(str(node.target)))
     return FAILED
 
@@ -852,7 +856,7 @@ def bind_args(target: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> di
                            for a in target._schema.arguments)
             _SCHEMAS[target] = schema
         out: dict[str, Any] = {}
-        for i, (name, kwarg_only, has_default, default) in enumerate(schema):
+        for i, (name, kwarg_only, _has_default, default) in enumerate(schema):
             if i < len(args) and not kwarg_only:
                 out[name] = args[i]
             elif name in kwargs:
@@ -1015,6 +1019,7 @@ def export_module(module: Any, example_inputs: Any, dynamic_shapes: Any = None, 
             module = _FunctionModule(module)
         else:
             raise FrontendError(f"{src}: expected a torch.nn.Module, got {type(module).__name__}")
+    args: tuple[Any, ...]
     if isinstance(example_inputs, Mapping):
         args, kwargs = (), dict(example_inputs)
     elif isinstance(example_inputs, (tuple, list)):
@@ -1231,7 +1236,7 @@ _SIZE_ARITHMETIC = tuple(f"operator.{n}" for n in (
     "sym_float", "sym_int", "sym_ite", "sym_max", "sym_min", "sym_not", "sym_sqrt", "sym_sum"))
 
 
-def _handled_without_converter(converters: Mapping[str, Any]) -> set[str]:
+def _handled_without_converter(converters: Mapping[Any, Any]) -> set[str]:
     """Op keys the importer handles without a converter of their own: the size queries and
     size arithmetic (``aten.sym_size.int``...: a dim or an expression of dims), the run-time
     assertions and constraints (``aten._assert_tensor_metadata``...: dropped) and the
@@ -1256,7 +1261,7 @@ def supported_ops() -> list[str]:
     """What the torch frontend handles (for ``irkit coverage``): the ATen overloads and packets
     it converts, their in-place forms, the size queries and size arithmetic it answers from
     the graph's metadata, and the assertions it drops."""
-    return sorted(set(torch_ops.CONVERTERS) | _handled_without_converter(torch_ops.CONVERTERS))
+    return sorted({str(k) for k in torch_ops.CONVERTERS} | _handled_without_converter(torch_ops.CONVERTERS))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

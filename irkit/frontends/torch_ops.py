@@ -60,7 +60,7 @@ _INT_MAX = 2**63 - 1
 # helpers
 
 
-def _axis(d: int, rank: int) -> int:
+def _axis(d: Any, rank: int) -> int:
     try:
         return normalize_axis(int(d), rank)
     except ValueError as e:
@@ -1119,12 +1119,12 @@ def _einsum(cx: ConvertContext, a: dict) -> Any:
     if len(ops) == 1:
         v, sub = reduce_only(ops[0], ins[0], out)
     else:
-        (l, r), (ls, rs) = ops, ins
-        l, ls = reduce_only(l, ls, rs + out)
-        r, rs = reduce_only(r, rs, ls + out)
+        (va, vb), (ls, rs) = ops, ins
+        va, ls = reduce_only(va, ls, rs + out)
+        vb, rs = reduce_only(vb, rs, ls + out)
         batch = [c for c in ls if c in rs and c in out]
         contract = [c for c in ls if c in rs and c not in out]
-        v = cx.b.contract(l, r, lhs_batch=tuple(ls.index(c) for c in batch),
+        v = cx.b.contract(va, vb, lhs_batch=tuple(ls.index(c) for c in batch),
                           rhs_batch=tuple(rs.index(c) for c in batch),
                           lhs_contract=tuple(ls.index(c) for c in contract),
                           rhs_contract=tuple(rs.index(c) for c in contract))
@@ -1349,7 +1349,7 @@ def _slice(cx: ConvertContext, a: dict) -> Any:
         if not isinstance(length, int):
             raise Unsupported("a strided slice of a symbolic length")
         limit = dim_add(start, (length - 1) * step + 1) if length > 0 else start
-    starts = [0] * r
+    starts: list[Dim] = [0] * r
     limits: list[Dim] = list(x.shape)
     steps = [1] * r
     starts[ax], limits[ax], steps[ax] = start, limit, step
@@ -1363,7 +1363,7 @@ def _narrow(cx: ConvertContext, a: dict) -> Any:
     ax = _axis(a["dim"], r)
     start = _norm_index(a["start"], x.shape[ax])
     length = cx.out_shape[ax]
-    starts = [0] * r
+    starts: list[Dim] = [0] * r
     limits: list[Dim] = list(x.shape)
     starts[ax], limits[ax] = start, dim_add(start, length)
     return cx.b.slice(x, start=tuple(starts), limit=tuple(limits))
@@ -1381,7 +1381,7 @@ def _select(cx: ConvertContext, a: dict) -> Any:
         start = int(idx) if isinstance(idx, (int, np.integer)) else idx
     else:
         raise Unsupported(f"select index {idx!r}")
-    starts = [0] * r
+    starts: list[Dim] = [0] * r
     limits: list[Dim] = list(x.shape)
     starts[ax], limits[ax] = start, dim_add(start, 1)
     s = cx.b.slice(x, start=tuple(starts), limit=tuple(limits))

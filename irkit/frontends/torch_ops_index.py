@@ -390,7 +390,7 @@ def _flip(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["self"], "input")
     name = _opname(cx)
     dims = a.get("dims") if name == "flip" else ([1] if name == "fliplr" else [0])
-    axes = tuple(sorted({_axis(d, max(x.type.rank, 1)) for d in dims}))
+    axes = tuple(sorted({_axis(d, max(x.type.rank, 1)) for d in dims or ()}))
     if not axes or x.type.rank == 0:
         return x
     return cx.b.reverse(x, axes=axes)
@@ -577,9 +577,9 @@ def _diagonal(cx: ConvertContext, a: dict) -> Any:
     k = cx.out_shape[-1]
     k = _static(k, "diagonal length")
     r0, c0 = max(0, -off), max(0, off)
-    lin = np.array([(i + r0) * n2 + (i + c0) for i in range(k)], dtype=np.int64)
+    pos = np.array([(i + r0) * n2 + (i + c0) for i in range(k)], dtype=np.int64)
     flat = cx.reshape(xt, xt.shape[:-2] + (n1 * n2,))
-    return cx.b.gather(flat, cx.b.constant(lin), axis=len(rest))
+    return cx.b.gather(flat, cx.b.constant(pos), axis=len(rest))
 
 
 @converter("as_strided", "as_strided_copy")

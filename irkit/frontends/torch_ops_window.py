@@ -13,7 +13,7 @@ Output sizes are read from torch's metadata, never re-derived.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -280,7 +280,9 @@ def _adaptive_max_pool(cx: ConvertContext, a: dict) -> Any:
 def _pad_gather(cx: ConvertContext, x: Value, pad: list[int], mode: str) -> Value:
     """Pad by gathering constant indices (``np.pad`` of an arange computes them)."""
     r = x.type.rank
-    np_mode = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}[mode]
+    np_modes: dict[str, Literal["reflect", "edge", "wrap"]] = {"reflect": "reflect", "replicate": "edge",
+                                                               "circular": "wrap"}
+    np_mode = np_modes[mode]
     for i in range(len(pad) // 2):
         ax = r - 1 - i
         lo, hi = pad[2 * i], pad[2 * i + 1]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from collections import Counter
-from typing import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from irkit.errors import IrkitError
 from irkit.ir.core import Function, Graph, Module, Op, gc_paused
@@ -224,7 +224,7 @@ def _run(g: Graph, plan: _Plan, counts: tuple[list[int], list[int], list[int]], 
         for p, i in cands:
             tried[i] += 1
             m = p.match(op)
-            if not m:
+            if isinstance(m, Fail) or not m:
                 if explain and p.explain and isinstance(m, Fail) and m.near_miss:
                     explained[(p.name, id(op))] = NearMiss(p.name, op, m.reason, m.op)
                 continue

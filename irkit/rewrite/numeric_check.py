@@ -254,7 +254,7 @@ def _input_array(v: Value, shape: tuple[int, ...], rng: np.random.Generator) -> 
         x = rng.random(shape) < 0.8
         ax = next((i for i, n in enumerate(shape[:-1]) if n >= 2), None)
         if ax is not None:
-            idx = [slice(None)] * len(shape)
+            idx: list[slice | int] = [slice(None)] * len(shape)
             idx[ax] = 0
             x[tuple(idx)] = False  # some rows fully masked
         return x if dt.is_bool else x.astype(dt.np)

@@ -9,8 +9,9 @@ it can revisit the right ops.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from irkit.ir.builder import Builder
 from irkit.ir.core import Graph, Location, Op, Value
@@ -174,7 +175,8 @@ class NearMiss:
 
     def describe(self) -> str:
         where = self.op.loc.short()
-        focus = f" (at '{self.at.name}', {self.at.loc.short()})" if self.at is not None and self.at is not self.op else ""
+        at = self.at
+        focus = f" (at '{at.name}', {at.loc.short()})" if at is not None and at is not self.op else ""
         return f"{self.pattern}: '{self.op.name}' at {where} not fused: {self.reason}{focus}"
 
 

@@ -15,8 +15,9 @@ A rewrite never changes a result's type: ``x + 0`` where the zero broadcasts
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Union
+from typing import Any
 
 from irkit.ir.core import Op, Value
 from irkit.ir.ops import OPS
@@ -54,8 +55,8 @@ class P:
         object.__setattr__(self, "name", name)
 
 
-PatExpr = Union[V, C, P]
-Replacement = Union[str, Callable[[Rewriter, Op, "Match"], Value]]
+PatExpr = V | C | P
+Replacement = str | Callable[[Rewriter, Op, "Match"], Value]
 
 
 def splat_constant(v: Value) -> Any:
@@ -233,4 +234,5 @@ def rule_patterns(rules: list[Rule]) -> list[Pattern]:
 
 X, Y, Z = V("x"), V("y"), V("z")
 
-__all__ = ["V", "C", "P", "Rule", "RuleSet", "match_rule", "operand_needs", "rule_patterns", "splat_constant", "X", "Y", "Z"]
+__all__ = ["V", "C", "P", "Rule", "RuleSet", "match_rule", "operand_needs", "rule_patterns", "splat_constant", "X", "Y",
+           "Z"]

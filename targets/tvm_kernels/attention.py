@@ -212,6 +212,7 @@ class _Spec:
 def _bias_value(spec: _Spec, bias: Any, bi: Any, hi: Any, qi: Any, kj: Any) -> tirx.PrimExpr:
     """bias[b, h, i, j] under broadcasting, as float32."""
     full = (bi, hi, qi, kj)
+    assert spec.bias4 is not None and spec.bias_shape is not None  # called for a kernel with a bias
     idx4 = [0 if n == 1 else full[a] for a, n in enumerate(spec.bias4)]
     idx = idx4[4 - len(spec.bias_shape) :]
     return bias[tuple(idx)].astype("float32")

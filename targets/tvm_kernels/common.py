@@ -27,7 +27,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import tvm
@@ -35,7 +35,7 @@ from tvm import s_tir, te, tirx
 from tvm.target import Target, codegen
 
 Shape = tuple[int, ...]
-TargetLike = str | dict | Target
+TargetLike: TypeAlias = str | dict | Target
 
 
 @dataclass(frozen=True)

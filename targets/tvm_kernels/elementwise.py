@@ -428,7 +428,7 @@ def elementwise(
     the broadcast of all input shapes (or ``out_shape`` when given, e.g. to broadcast a
     constant-only expression). ``fast_math`` uses the polynomial exp/tanh/erf on float32.
     """
-    exprs = list(expr) if isinstance(expr, (list, tuple)) else [expr]
+    exprs: list[Node] = [expr] if isinstance(expr, (Input, Const, Unary, Binary, Where, Cast)) else list(expr)
     if len(input_shapes) != len(input_dtypes):
         raise ValueError("input_shapes and input_dtypes differ in length")
     tgt = as_target(target)

@@ -668,7 +668,7 @@ def _matmul_cuda_wmma(
         warp = sch.fuse(i2, j2)
         sch.bind(warp, "threadIdx.y")
         threads = (("threadIdx.y", num_warps), ("threadIdx.x", 32))
-        for idx, stage in ((0, "A_pad"), (1, "B_pad")):
+        for stage in ("A_pad", "B_pad"):
             blk = sch.get_sblock(stage)
             sch.set_scope(blk, 0, "shared.dyn")
             sch.compute_at(blk, k0)

@@ -166,8 +166,8 @@ def arg_reduce(x: Tensor, axis: int, keepdims: bool, largest: bool, last: bool) 
         out.insert(axis, 1)
     none = tirx.const(-1 if last else shape[axis], "int64")
 
-    def body(*o: Any) -> PrimExpr:
-        o = list(o)
+    def body(*outer: Any) -> PrimExpr:
+        o = list(outer)
         if keepdims:
             o.pop(axis)
         v = x[tuple(o[:axis] + [k] + o[axis:])]
@@ -404,8 +404,8 @@ def digamma(x: PrimExpr) -> PrimExpr:
     z = y + n
     z2 = c(1.0) / (z * z)
     series = c(691.0 / 32760.0)
-    for k in (-1.0 / 132.0, 1.0 / 240.0, -1.0 / 252.0, 1.0 / 120.0, -1.0 / 12.0):
-        series = c(k) + series * z2
+    for coef in (-1.0 / 132.0, 1.0 / 240.0, -1.0 / 252.0, 1.0 / 120.0, -1.0 / 12.0):
+        series = c(coef) + series * z2
     psi = tirx.log(z) - c(0.5) / z + series * z2 - acc
     psi = tirx.Select(refl, psi - c(math.pi) / tirx.tan(c(math.pi) * d), psi)
     pole = (d <= c(0.0)) & (tirx.floor(d) == d)

@@ -59,8 +59,9 @@ def test_lower_applies_stored_tiles_and_keeps_defaults_elsewhere(tmp_path: Path,
 @pytest.mark.slow
 def test_lower_tvm_with_stored_tiles_matches_the_interpreter(tmp_path: Path, capsys) -> None:
     pytest.importorskip("tvm")
-    from irkit.interp import random_inputs, run
     from irkit.targets.registry import get_target
+
+    from irkit.interp import random_inputs, run
     from irkit.text.parser import parse_module
 
     path, m = _lower_with_store(tmp_path, "tvm-llvm", capsys)
