@@ -93,6 +93,18 @@ class BenchRow:
         return asdict(self)
 
 
+def shape_bindings(base: Mapping[str, int], symbols: set[str] | frozenset[str], batch: int,
+                   seq: int) -> dict[str, int]:
+    """``base`` with the batch dim ``B`` and sequence dim ``S`` set to one (batch, seq) point of a
+    shape grid, for the symbols the model has (a model without ``S`` ignores ``seq``)."""
+    bind = dict(base)
+    if "B" in symbols:
+        bind["B"] = batch
+    if "S" in symbols:
+        bind["S"] = seq
+    return bind
+
+
 def peak_live_bytes(m: Module, bindings: Mapping[str, int]) -> int:
     """The largest sum of live tensor bytes over the entry function (a liveness walk)."""
     from irkit.ir.types import eval_dim

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from irkit.ir.core import Function, Module
-from irkit.ir.types import DType
+from irkit.ir.types import DType, is_float_np
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,9 @@ _POLICY: dict[DType, tuple[Tolerance, Tolerance]] = {
     DType.f32: (Tolerance(1e-5, 1e-6), Tolerance(2e-4, 2e-5)),
     DType.f16: (Tolerance(5e-3, 5e-3), Tolerance(2e-2, 2e-2)),
     DType.bf16: (Tolerance(3e-2, 3e-2), Tolerance(8e-2, 8e-2)),
+    # float8: 3 mantissa bits (E4M3, half an ulp 2**-4) and 2 (E5M2, 2**-3)
+    **{d: (Tolerance(0.125, 1e-2), Tolerance(0.25, 5e-2)) for d in (DType.f8e4m3fn, DType.f8e4m3fnuz)},
+    **{d: (Tolerance(0.25, 2e-2), Tolerance(0.5, 1e-1)) for d in (DType.f8e5m2, DType.f8e5m2fnuz)},
 }
 _EXACT = Tolerance(0.0, 0.0)
 
@@ -44,7 +47,8 @@ def tolerance(dtype: DType, reorders: bool = True) -> Tolerance:
     return reordered if reorders else exact
 
 
-_PRECISION_ORDER = [DType.bf16, DType.f16, DType.f32, DType.f64]
+_PRECISION_ORDER = [DType.f8e5m2fnuz, DType.f8e5m2, DType.f8e4m3fnuz, DType.f8e4m3fn,
+                    DType.bf16, DType.f16, DType.f32, DType.f64]
 
 
 def compute_dtype(fn: Function) -> DType:
@@ -86,7 +90,7 @@ class Comparison:
 def _saturate(ef: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """Oracle values beyond the range of the program's float type, rounded as that type rounds them
     (to ±inf): an f32 ``exp(100)`` is inf on every target, while the float64 oracle holds 2.7e43."""
-    if dtype.kind != "f" and dtype != DType.bf16.np or dtype.itemsize >= 8:
+    if not is_float_np(dtype) or dtype.itemsize >= 8:
         return ef
     import ml_dtypes
 
@@ -185,7 +189,9 @@ def compare_all(actual: Sequence[np.ndarray], expected: Sequence[np.ndarray], to
     return rep
 
 
-UNIT_ROUNDOFF: dict[DType, float] = {DType.bf16: 2.0**-8, DType.f16: 2.0**-11, DType.f32: 2.0**-24,
+UNIT_ROUNDOFF: dict[DType, float] = {DType.f8e4m3fn: 2.0**-4, DType.f8e4m3fnuz: 2.0**-4,
+                                     DType.f8e5m2: 2.0**-3, DType.f8e5m2fnuz: 2.0**-3,
+                                     DType.bf16: 2.0**-8, DType.f16: 2.0**-11, DType.f32: 2.0**-24,
                                      DType.f64: 2.0**-53}
 """Round-to-nearest relative error bound of each float type."""
 

@@ -301,6 +301,7 @@ def evaluate(m: Module, *, model: str, hardware: Sequence[str], shapes: Sequence
              generate: bool = False, repeats: int = 5, seed: int = 0, measure_cpu: bool = True,
              progress: Any = None) -> ChoiceReport:
     """Every hardware at every (batch, seq) shape, and the cheapest per shape."""
+    from irkit.bench import shape_bindings
     from irkit.targets.estimate import estimate, peak_for
     from irkit.targets.hwspec import load_spec
 
@@ -312,11 +313,7 @@ def evaluate(m: Module, *, model: str, hardware: Sequence[str], shapes: Sequence
                          "or give a decode model")
     specs = {h: load_spec(h) for h in hardware}
     for b, s in shapes:
-        bind = dict(base_bindings)
-        if "B" in symbols:
-            bind["B"] = b
-        if "S" in symbols:
-            bind["S"] = s
+        bind = shape_bindings(base_bindings, symbols, b, s)
         for h in hardware:
             hw = specs[h]
             if progress is not None:

@@ -16,7 +16,8 @@ value of the narrowest type the value passed through.
 Values are freed after their last use, so large models fit in memory.
 
 One exception keeps the oracle an oracle of *this* program: the float ops
-whose results reach a float-to-integer (or float-to-bool) ``ik.cast`` through
+whose results reach a float-to-integer (or float-to-bool) ``ik.cast`` or an
+``ik.bitcast`` of a float through
 float values only (the cast's *cone*) run in their declared dtype, and their
 float inputs from outside the cone are rounded to the declared dtype first.
 A cast to an integer is discontinuous: T5's relative-position bucket is
@@ -39,8 +40,8 @@ import numpy as np
 
 from irkit.errors import InputError, IrkitError
 from irkit.ir.core import Function, Graph, Module, Op, Value
-from irkit.ir.ops import OPS, RefContext
-from irkit.ir.types import DType, SymDim, TensorType, eval_dim
+from irkit.ir.ops import OPS, RefContext, to_float8
+from irkit.ir.types import DType, SymDim, TensorType, eval_dim, is_float_np
 
 
 class InterpError(IrkitError):
@@ -87,7 +88,8 @@ def _f64_type(t: TensorType) -> TensorType:
 
 
 _HOLDS = {(DType.f16, DType.f32), (DType.bf16, DType.f32), (DType.f16, DType.f64), (DType.bf16, DType.f64),
-          (DType.f32, DType.f64)}
+          (DType.f32, DType.f64)} | {(f8, wide) for f8 in DType if f8.is_float8
+                                     for wide in (DType.f16, DType.bf16, DType.f32, DType.f64)}
 
 
 def _holds(to: DType, src: DType) -> bool:
@@ -185,11 +187,13 @@ class Interpreter:
                 to = op.attrs["to"]
                 if to is DType.f64 or ins[0].dtype == to.np or _holds(to, _precision(op.operands[0])):
                     return [ins[0].astype(np.float64)]
+                if to.is_float8:
+                    return [to_float8(ins[0], to, op.attrs.get("saturate", False)).astype(np.float64)]
                 # An explicit narrowing conversion is the program's meaning: round (see the note).
                 return [ins[0].astype(to.np).astype(np.float64)]
             if op.name == "ik.constant" and op.attrs["value"].dtype.is_float:
                 return [op.attrs["value"].array.astype(np.float64)]
-            ins = [x.astype(np.float64) if (x.dtype.kind == "f" or x.dtype == DType.bf16.np) else x for x in ins]
+            ins = [x.astype(np.float64) if is_float_np(x.dtype) else x for x in ins]
         # Regions see the enclosing bindings: a region argument may carry only
         # compound dims (B*S), which cannot bind B and S on their own.
         ctx = RefContext(types, shapes, b, lambda g, xs: self._region(g, xs, b), op)
@@ -232,6 +236,8 @@ def int_cast_cone(f: Function) -> frozenset[int]:
         if (op.name == "ik.cast" and op.operands and op.operand(0).type.dtype.is_float
                 and not op.attrs["to"].is_float):
             stack.append(op.operand(0))
+        elif op.name == "ik.bitcast" and op.operands and op.operand(0).type.dtype.is_float:
+            stack.append(op.operand(0))  # the bits are those of the declared type
     cone: set[int] = set()
     seen: set[int] = set()
     while stack:

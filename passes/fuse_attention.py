@@ -97,9 +97,15 @@ class AttentionMatch:
     k_small: tuple | None = None
     """GQA: (value, shape) whose reshape is K before its heads were repeated."""
     v_small: tuple | None = None
+    softcap: float = 0.0
+    """Logit soft-cap: the scaled scores went through ``softcap * tanh(s / softcap)`` (0 = none)."""
+    bias_spaces: dict[int, tuple] = field(default_factory=dict)
+    """Index in ``biases`` -> the scores shape where that term was added, for a term added
+    below a reshape of the scores' leading (batch/head) dims (BLOOM's ``baddbmm`` over
+    ``[B*H, S, S]``); the rewrite reshapes the term into the softmax's space."""
 
 
-_CHAIN = ("ik.mul", "ik.div", "ik.add", "ik.where", "ik.cast", "ik.sub")
+_CHAIN = ("ik.mul", "ik.div", "ik.add", "ik.where", "ik.cast", "ik.sub", "ik.tanh", "ik.reshape")
 
 
 def _reaches_contraction(v: Value, depth: int = 10) -> bool:
@@ -378,6 +384,9 @@ def match_attention(sm: Op) -> AttentionMatch | GroupedMatch | Fail:
     am = AttentionMatch(sm, sm, q=x, k_src=x, k_perm=(), v_src=x, v_perm=(), rank=rank, scale=1.0, causal=False)
     pending: list[tuple[str, Value, float]] = []  # additive terms with the factor applied after them
     factor = 1.0
+    softcap = 0.0  # c1 of a soft-cap c1 * tanh(c2 * QKᵀ) met on the way down (0 = none)
+    space = tuple(x.type.shape)  # the scores' shape where the walk is (changes under leading-dim reshapes)
+    spaces: dict[int, tuple] = {}  # id(additive term) -> its space, for terms below such a reshape
     cur = x
     while True:
         op = cur.producer
@@ -392,7 +401,30 @@ def match_attention(sm: Op) -> AttentionMatch | GroupedMatch | Fail:
         if op.name == "ik.matmul":
             break
         if op.name == "ik.contract" or (op.name == "ik.transpose" and op_is(op.operand(0), "ik.contract")):
-            return match_grouped(sm, op, guard_ops, pending, factor, ops)
+            if spaces or space != tuple(x.type.shape):
+                return Fail("a grouped (dot_general) attention under a reshape of the scores is not supported", op)
+            return match_grouped(sm, op, guard_ops, pending, factor, ops, softcap)
+        if op.name == "ik.tanh":
+            # Logit soft-capping (Gemma 2): c1 * tanh(c2 * s) is softcap * tanh(scale * s / softcap) with
+            # softcap = c1 and scale = c1 * c2; a bias or mask must come after it (above, in this walk).
+            if softcap:
+                return Fail("the scores pass through two tanh soft-caps", op)
+            if not math.isfinite(factor) or factor <= 0:
+                return Fail(f"the tanh over the scores is scaled by {factor:g} on its way to the softmax, "
+                            "not by a positive soft-cap (softcap * tanh(s / softcap))", op)
+            softcap = factor
+            factor = 1.0
+            cur = op.operand(0)
+            continue
+        if op.name == "ik.reshape":
+            src = op.operand(0)
+            ish, osh = tuple(src.type.shape), tuple(op.results[0].type.shape)
+            if len(ish) < 2 or ish[-2:] != osh[-2:]:
+                return Fail(f"the scores are reshaped from {list(ish)} to {list(osh)} at {loc_str(op)}, which "
+                            "changes the query/key dims (only batch/head dims may be merged or split)", op)
+            space = ish
+            cur = src
+            continue
         if op.name == "ik.cast":
             if not is_float_cast(op):
                 return Fail(f"the scores pass through a cast to {op.attrs['to']}", op)
@@ -436,6 +468,11 @@ def match_attention(sm: Op) -> AttentionMatch | GroupedMatch | Fail:
                 return Fail("the where broadcasts the scores to a larger shape", op)
             if factor <= 0:
                 return Fail(f"a non-positive factor {factor:g} multiplies masked scores", op)
+            if softcap:
+                return Fail("a mask is applied inside the tanh soft-cap (ik.attention masks after capping)", op)
+            if space != tuple(x.type.shape):
+                return Fail(f"a mask is applied under a reshape of the scores (in {list(space)}, not the "
+                            f"softmax's {list(x.type.shape)})", op)
             pending.append(("keep", k, factor))
             cur = a
             continue
@@ -455,11 +492,22 @@ def match_attention(sm: Op) -> AttentionMatch | GroupedMatch | Fail:
                 return Fail("the additive term broadcasts the scores to a larger shape", op)
             if factor <= 0:
                 return Fail(f"a non-positive factor {factor:g} multiplies the biased scores", op)
+            if softcap:
+                return Fail(f"a tensor is added to the scores inside the tanh soft-cap at {loc_str(op)} "
+                            "(ik.attention adds its bias after capping)", op)
+            if space != tuple(x.type.shape):
+                spaces[id(term)] = space
             pending.append(("add", term, factor))
             continue
-        return Fail(f"the softmax input comes from {loc_str(op)}, not from Q·Kᵀ through scale, mask, bias or cast",
-                    op)
+        return Fail(f"the softmax input comes from {loc_str(op)}, not from Q·Kᵀ through scale, soft-cap, mask, "
+                    "bias, cast or a reshape of batch/head dims", op)
     qk = op
+    if tuple(qk.results[0].type.shape) != tuple(x.type.shape):
+        return Fail(f"the scores are reshaped between Q·Kᵀ {list(qk.results[0].type.shape)} and the softmax "
+                    f"{list(x.type.shape)} and not back to the same shape", qk)
+    am.softcap = softcap
+    if softcap:
+        factor *= softcap
     am.scale = factor
     # -- up: P -> (safe-softmax guard) -> (cast) -> matmul(P, V)
     p = sm.results[0] if not guard_ops else guard_ops[-1].results[0]
@@ -542,6 +590,11 @@ def match_attention(sm: Op) -> AttentionMatch | GroupedMatch | Fail:
             if not val.type.dtype.is_bool:
                 return Fail("the where condition is not boolean", val.producer)
             cl.keep(val)
+        elif id(val) in spaces:
+            # added below a reshape of the batch/head dims: a bias in that space (ALiBi, DeBERTa's
+            # relative-position terms), reshaped into the softmax's space by the rewrite
+            am.bias_spaces[len(am.biases)] = spaces[id(val)]
+            am.biases.append((val, f))
         else:
             why = cl.additive(val, f)
             if why:
@@ -549,8 +602,8 @@ def match_attention(sm: Op) -> AttentionMatch | GroupedMatch | Fail:
     for m in am.masks + am.mask_eqs:
         if _bcast_fail(m.type.shape, scores_shape):
             return Fail(f"the mask of shape {list(m.type.shape)} does not broadcast to the scores", m.producer)
-    for bval, _ in am.biases:
-        if _bcast_fail(bval.type.shape, scores_shape):
+    for i, (bval, _) in enumerate(am.biases):
+        if _bcast_fail(bval.type.shape, am.bias_spaces.get(i, scores_shape)):
             return Fail(f"the bias of shape {list(bval.type.shape)} does not broadcast to the scores",
                         bval.producer)
     if am.causal and r < 2:
@@ -605,7 +658,7 @@ def _inverse(perm: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def match_grouped(sm: Op, top: Op, guard_ops: list[Op], pending: list, factor: float,
-                  ops: list[Op]) -> GroupedMatch | Fail:
+                  ops: list[Op], softcap: float = 0.0) -> GroupedMatch | Fail:
     """The attention around ``sm`` whose scores are ``[transpose](contract(Q, K))``."""
     c = top if top.name == "ik.contract" else top.operand(0).producer
     assert c is not None
@@ -689,10 +742,12 @@ def match_grouped(sm: Op, top: Op, guard_ops: list[Op], pending: list, factor: f
     batch = tuple(qsh[i] for i in lb)
     g = qsh[q_of[g_c]] if g_c is not None else 1
     t = qsh[q_of[t_c]]
+    if softcap:
+        factor *= softcap
     if not math.isfinite(factor) or factor == 0:
         return Fail(f"the scale {factor:g} is not a finite non-zero number", c)
     base = AttentionMatch(sm, d, q=qg, k_src=kg, k_perm=(), v_src=v, v_perm=(), rank=x_rank, scale=factor,
-                          causal=False)
+                          causal=False, softcap=softcap)
     cl = _Classifier(tuple(p.type.shape), base)
     for kind, val, f in pending:
         if kind == "keep":
@@ -739,9 +794,7 @@ def rewrite_grouped(rw: Rewriter, gm: GroupedMatch) -> Value:
             bval = emit_op(rw, pv, "ik.mul", bval, const_scalar(rw, pv, f, bval.type.dtype))
         bval = to_fused(bval)
         bias = bval if bias is None else emit_op(rw, pv, "ik.add", bias, bval)
-    attrs = {"scale": float(am.scale)}
-    if am.causal:
-        attrs["causal"] = True
+    attrs = _attrs(am)
     loc = Location.fuse([o.loc for o in reversed(am.ops)])
     out = rw.create(pv, "ik.attention", [q, k, v, mask, bias], attrs, loc=loc).results[0]
     # [B, Hq, T, Dv] -> [b..., g?, t, dv] -> the P·V result's order
@@ -750,6 +803,35 @@ def rewrite_grouped(rw: Rewriter, gm: GroupedMatch) -> Value:
     if out.type.dtype != pv.results[0].type.dtype:
         out = emit_op(rw, pv, "ik.cast", out, to=pv.results[0].type.dtype)
     return out
+
+
+def _attrs(am: AttentionMatch) -> dict:
+    attrs: dict = {"scale": float(am.scale)}
+    if am.causal:
+        attrs["causal"] = True
+    if am.softcap:
+        attrs["softcap"] = float(am.softcap)
+    return attrs
+
+
+def _into_scores_space(rw: Rewriter, before: Op, t: Value, space: tuple, final: tuple) -> Value:
+    """Term ``t``, broadcastable to scores of shape ``space``, as a term of the softmax's scores ``final``.
+
+    ``space`` and ``final`` differ only in their leading (batch/head) dims, whose row-major order a
+    reshape keeps, so the term keeps its own trailing (query/key) dims and only its leading dims are
+    merged or split; a term broadcast along only some of the merged dims is broadcast first.
+    """
+    ts = tuple(t.type.shape)
+    if len(ts) < len(space):
+        ts = (1,) * (len(space) - len(ts)) + ts
+        t = reshaped(rw, before, t, ts)
+    trail = ts[-2:]
+    lead_in, lead_out = tuple(space[:-2]), tuple(final[:-2])
+    if all(d == 1 for d in ts[:-2]):
+        return reshaped(rw, before, t, (1,) * len(lead_out) + trail)
+    if tuple(ts[:-2]) != lead_in:
+        t = emit_op(rw, before, "ik.broadcast", t, shape=lead_in + trail)
+    return reshaped(rw, before, t, lead_out + trail)
 
 
 def _bcast_fail(shape: tuple, scores: tuple) -> bool:
@@ -812,18 +894,19 @@ class FuseAttentionPattern(Pattern):
         for mv in masks:
             mask = mv if mask is None else emit_op(rw, pv, "ik.and", mask, mv)
         bias = None
-        for bval, f in am.biases:
+        scores = tuple(am.softmax.operand(0).type.shape)
+        for i, (bval, f) in enumerate(am.biases):
             if f != 1.0:
                 bval = emit_op(rw, pv, "ik.mul", bval, const_scalar(rw, pv, f, bval.type.dtype))
+            if i in am.bias_spaces:
+                bval = _into_scores_space(rw, pv, bval, am.bias_spaces[i], scores)
             bias = bval if bias is None else emit_op(rw, pv, "ik.add", bias, bval)
         if r != 4:
             lead = (1,) * (4 - r)
             q = emit_op(rw, pv, "ik.reshape", q, shape=lead + tuple(q.type.shape))
             k = emit_op(rw, pv, "ik.reshape", k, shape=lead + tuple(k.type.shape))
             v = emit_op(rw, pv, "ik.reshape", v, shape=lead + tuple(v.type.shape))
-        attrs = {"scale": float(am.scale)}
-        if am.causal:
-            attrs["causal"] = True
+        attrs = _attrs(am)
         out = rw.create(pv, "ik.attention", [q, k, v, mask, bias], attrs, loc=loc).results[0]
         if r != 4:
             out = emit_op(rw, pv, "ik.reshape", out, shape=pv.results[0].type.shape)

@@ -54,7 +54,7 @@ from irkit.interp import default_bindings
 from irkit.ir.core import Function, Graph, Module, Op, Value
 from irkit.ir.ops import OPS, named_operands
 from irkit.ir.ops_window import conv_attrs, window_attrs
-from irkit.ir.types import DType, TensorType, eval_dim, normalize_axis
+from irkit.ir.types import DType, TensorType, eval_dim, is_ml_float_np, normalize_axis
 
 OPSET = 23
 
@@ -69,8 +69,23 @@ _REDUCE = {"reduce_sum": "ReduceSum", "reduce_mean": "ReduceMean", "reduce_max":
 
 
 _ONNX_DTYPES: dict[str, int] = {"f64": 11, "f32": 1, "f16": 10, "bf16": 16, "i64": 7, "i32": 6, "i16": 5, "i8": 3,
-                                 "ui8": 2, "ui16": 4, "ui32": 12, "ui64": 13, "i1": 9}
+                                 "ui8": 2, "ui16": 4, "ui32": 12, "ui64": 13, "i1": 9,
+                                 "f8E4M3FN": 17, "f8E4M3FNUZ": 18, "f8E5M2": 19, "f8E5M2FNUZ": 20}
 """ONNX TensorProto element types by IR dtype name (MLIR spelling)."""
+
+
+def _in_f32(dt: DType) -> bool:
+    """bf16 and the float8 types travel as float32 in the graph (see the module note)."""
+    return dt is DType.bf16 or dt.is_float8
+
+
+def _to_feed(x: Any) -> np.ndarray:
+    a = np.asarray(x)
+    return a.astype(np.float32) if is_ml_float_np(a.dtype) else a
+
+
+BITCAST_OPSET = 26
+"""ONNX BitCast is opset 26: a model with an ``ik.bitcast`` is exported at this opset (IR version 13)."""
 
 
 def _onnx_dtype(dt: DType) -> int:
@@ -97,6 +112,7 @@ class _Exporter:
         self.counter = 0
         self.node_ops: dict[str, Op] = {}
         self.region_owner: Op | None = None
+        self.opset = OPSET  # raised to BITCAST_OPSET by an ik.bitcast
 
     def fresh(self, base: str) -> str:
         self.counter += 1
@@ -110,8 +126,8 @@ class _Exporter:
 
         name = self.fresh(base)
         a = np.asarray(arr)
-        if a.dtype == DType.bf16.np:
-            t = numpy_helper.from_array(a.astype(np.float32), name)  # exact; see the module note on bf16
+        if is_ml_float_np(a.dtype):  # bf16, float8: exact in f32 (see the module note)
+            t = numpy_helper.from_array(a.astype(np.float32), name)
         else:
             t = numpy_helper.from_array(np.ascontiguousarray(a).reshape(a.shape), name)
         self.inits.append(t)
@@ -133,8 +149,8 @@ class _Exporter:
         inputs = []
         for i, a in enumerate(fn.args):
             nm = a.name or f"arg{i}"
-            if a.dtype is DType.bf16:
-                # bf16 travels as f32 (see the module note); the values fed are bf16-representable.
+            if _in_f32(a.dtype):
+                # bf16/float8 travel as f32 (see the module note); the values fed are representable.
                 inputs.append(oh.make_tensor_value_info(nm, _onnx_dtype(DType.f32), self.shape(a.type)))
                 self.names[id(a)] = nm
                 continue
@@ -145,15 +161,15 @@ class _Exporter:
         for i, v in enumerate(fn.outputs):
             src = self.names[id(v)]
             out = f"output{i}"
-            if v.dtype is DType.bf16:
+            if _in_f32(v.dtype):
                 self.nodes.append(oh.make_node("Identity", [src], [out], name=f"output{i}"))
                 outputs.append(oh.make_tensor_value_info(out, _onnx_dtype(DType.f32), self.shape(v.type)))
                 continue
             self.nodes.append(oh.make_node("Identity", [src], [out], name=f"output{i}"))
             outputs.append(oh.make_tensor_value_info(out, _onnx_dtype(v.dtype), self.shape(v.type)))
         g = oh.make_graph(self.nodes, fn.name, inputs, outputs, self.inits)
-        model = oh.make_model(g, opset_imports=[oh.make_opsetid("", OPSET)], producer_name="irkit")
-        model.ir_version = 10
+        model = oh.make_model(g, opset_imports=[oh.make_opsetid("", self.opset)], producer_name="irkit")
+        model.ir_version = 10 if self.opset <= OPSET else 13
         return model
 
     def graph(self, g: Graph) -> None:
@@ -171,6 +187,10 @@ class _Exporter:
         for i, r in enumerate(op.results):
             if r.dtype is DType.bf16:  # bf16 lives in f32: round to bf16 here (see the module note)
                 rounded = self.node("Cast", [outs[i]], owner=op, to=_onnx_dtype(DType.bf16))[0]
+                outs[i] = self.node("Cast", [rounded], owner=op, to=_onnx_dtype(DType.f32))[0]
+            elif r.dtype.is_float8 and op.name not in ("ik.cast", "ik.bitcast"):
+                # float8 lives in f32 too; round as the reference does (nearest even, IEEE overflow)
+                rounded = self.node("Cast", [outs[i]], owner=op, to=_onnx_dtype(r.dtype), saturate=0)[0]
                 outs[i] = self.node("Cast", [rounded], owner=op, to=_onnx_dtype(DType.f32))[0]
         return outs
 
@@ -210,9 +230,12 @@ class _Exporter:
         n = named_operands(op)
         a = op.attrs
         scale, causal = float(a["scale"]), bool(a.get("causal", False))
+        softcap = float(a.get("softcap", 0.0) or 0.0)
         mask = self.names[id(n["mask"])] if n.get("mask") is not None else None
         bias = self.names[id(n["bias"])] if n.get("bias") is not None else None
-        if self.attention == "onnx" and not (mask is not None and bias is not None):
+        # Soft-capping runs decomposed: opset-23 Attention caps after adding its mask (a -inf key would
+        # come back as -softcap), ik.attention caps the scaled scores before the bias and mask.
+        if self.attention == "onnx" and not (mask is not None and bias is not None) and not softcap:
             extra = []
             small = None
             if mask or bias:
@@ -246,10 +269,10 @@ class _Exporter:
                 live = self.node("Greater", [top, neg], owner=op)[0]
             zero = self.const(np.zeros((), np.float32 if op.results[0].dtype is DType.bf16 else op.results[0].dtype.np))
             return self.node("Where", [live, out[0], zero], owner=op)
-        return self.attention_decomposed(op, ins[:3], mask, bias, scale, causal)
+        return self.attention_decomposed(op, ins[:3], mask, bias, scale, causal, softcap)
 
     def attention_decomposed(self, op: Op, qkv: list[str], mask: str | None, bias: str | None, scale: float,
-                             causal: bool) -> list[str]:
+                             causal: bool, softcap: float = 0.0) -> list[str]:
         nd = self.node
         q, k, v = qkv
         qt, kt = op.operand(0).type, op.operand(1).type
@@ -271,6 +294,9 @@ class _Exporter:
                     v = x
         s = nd("MatMul", [q, nd("Transpose", [k], owner=op, perm=[0, 1, 3, 2])[0]], owner=op)[0]
         s = nd("Mul", [s, self.const(np.array(scale, dt), "scale")], owner=op)[0]
+        if softcap:
+            s = nd("Div", [s, self.const(np.array(softcap, dt), "softcap")], owner=op)[0]
+            s = nd("Mul", [nd("Tanh", [s], owner=op)[0], self.const(np.array(softcap, dt), "softcap")], owner=op)[0]
         if bias is not None:
             s = nd("Add", [s, bias], owner=op)[0]
         keep = None
@@ -330,8 +356,8 @@ def _attrs(op: Op) -> dict[str, Any]:
 
 
 def _gdt(v: Value) -> str:
-    """The element type a value has *in the ONNX graph* (bf16 travels as f32)."""
-    return "f32" if v.dtype is DType.bf16 else v.dtype.value
+    """The element type a value has *in the ONNX graph* (bf16 and float8 travel as f32)."""
+    return "f32" if _in_f32(v.dtype) else v.dtype.value
 
 
 def _bits(dt: str) -> int:
@@ -422,7 +448,49 @@ def _where(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
 @ORT_RULES.rule("ik.cast")
 def _cast(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
     to: DType = op.attrs["to"]  # to bf16: to f32 here, op() rounds
+    if to.is_float8:
+        # ONNX Cast to float8 is the IR's: nearest even; saturate=1 clamps (the IR default is 0).
+        if op.operand(0).dtype is DType.f64:
+            ex.refuse(op, f"converting f64 to {to}: onnxruntime's double-to-float8 Cast is not checked to "
+                          "round once; cast to f32 first if double rounding is acceptable")
+        sat = bool(_attrs(op).get("saturate", False))
+        if to in (DType.f8e5m2, DType.f8e4m3fn) and not sat:
+            # onnxruntime 1.32 rounds some overflows wrongly without saturation: f8E5M2 gives NaN for
+            # the tie 61440 (nearest even is inf), f8E4M3FN gives 448 for [480, 512) (NaN).  Saturate,
+            # then put the overflow value back where |x| rounds beyond the largest finite value.
+            x = ins[0] if _gdt(op.operand(0)) == "f32" else ex.cast(ins[0], "f32", op)
+            f8 = ex.node("Cast", [x], owner=op, to=_onnx_dtype(to), saturate=1)[0]
+            y = ex.node("Cast", [f8], owner=op, to=_onnx_dtype(DType.f32))[0]
+            ax = ex.node("Abs", [x], owner=op)[0]
+            if to is DType.f8e5m2:
+                big = ex.node("GreaterOrEqual", [ax, ex.const(np.array(61440.0, np.float32))], owner=op)[0]
+                neg = ex.node("Less", [x, ex.const(np.array(0.0, np.float32))], owner=op)[0]
+                over = ex.node("Where", [neg, ex.const(np.array(-np.inf, np.float32)),
+                                         ex.const(np.array(np.inf, np.float32))], owner=op)[0]
+            else:
+                big = ex.node("Greater", [ax, ex.const(np.array(464.0, np.float32))], owner=op)[0]
+                over = ex.const(np.array(np.nan, np.float32))
+            return ex.node("Where", [big, over, y], owner=op)
+        f8 = ex.node("Cast", ins, owner=op, to=_onnx_dtype(to), saturate=int(sat))[0]
+        return ex.node("Cast", [f8], owner=op, to=_onnx_dtype(DType.f32))
     return ex.node("Cast", ins, owner=op, to=_onnx_dtype(DType.f32 if to is DType.bf16 else to))
+
+
+@ORT_RULES.rule("ik.bitcast")
+def _bitcast(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    src, to = op.operand(0).dtype, op.results[0].dtype
+    if src.bits != to.bits:
+        ex.refuse(op, f"bitcast {src} -> {to} changes the element width; ONNX BitCast needs equal widths")
+    if src.is_float8 or to.is_float8:
+        ex.refuse(op, f"bitcast {src} -> {to}: onnxruntime 1.32 has no BitCast kernel for float8 types")
+    ex.opset = max(ex.opset, BITCAST_OPSET)
+    x = ins[0]
+    if src is DType.bf16:  # lives in f32, holding a bf16 value: exact
+        x = ex.node("Cast", [x], owner=op, to=_onnx_dtype(DType.bf16))[0]
+    y = ex.node("BitCast", [x], owner=op, to=_onnx_dtype(to))[0]
+    if to is DType.bf16:
+        y = ex.node("Cast", [y], owner=op, to=_onnx_dtype(DType.f32))[0]
+    return [y]
 
 
 @ORT_RULES.rule("ik.dropout")
@@ -1187,8 +1255,7 @@ class _OrtEngine:
         self.sess, self.in_names = sess, list(in_names)
 
     def prepare(self, xs: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
-        return {n: (np.asarray(x).astype(np.float32) if np.asarray(x).dtype == DType.bf16.np else np.asarray(x))
-                for n, x in zip(self.in_names, xs)}
+        return {n: _to_feed(x) for n, x in zip(self.in_names, xs)}
 
     def call(self, feeds: dict[str, np.ndarray]) -> Any:
         return self.sess.run(None, feeds)
@@ -1254,10 +1321,9 @@ class OrtTarget(Target):
         out_types = [v.dtype for v in fn.outputs]
 
         def runner(xs: Sequence[np.ndarray]) -> list[np.ndarray]:
-            feeds = {n: (np.asarray(x).astype(np.float32) if np.asarray(x).dtype == DType.bf16.np else np.asarray(x))
-                     for n, x in zip(in_names, xs)}
+            feeds = {n: _to_feed(x) for n, x in zip(in_names, xs)}
             outs = sess.run(None, feeds)
-            return [o.astype(t.np) if t is DType.bf16 else o for o, t in zip(outs, out_types)]
+            return [o.astype(t.np) if _in_f32(t) else o for o, t in zip(outs, out_types)]
 
         runner.engine = _OrtEngine(sess, in_names)  # type: ignore[attr-defined]  # for irkit.breakdown
 
@@ -1273,8 +1339,7 @@ class OrtTarget(Target):
             if self.threads:
                 po.intra_op_num_threads = self.threads
             ps = ort.InferenceSession(data, po, providers=["CPUExecutionProvider"])
-            feeds = {n: (np.asarray(x).astype(np.float32) if np.asarray(x).dtype == DType.bf16.np else np.asarray(x))
-                     for n, x in zip(in_names, xs)}
+            feeds = {n: _to_feed(x) for n, x in zip(in_names, xs)}
             for _ in range(runs + 1):
                 ps.run(None, feeds)
             trace = Path(ps.end_profiling())
@@ -1303,3 +1368,33 @@ class OrtTarget(Target):
 
 
 __all__ = ["NO_ONNX_OP", "OPSET", "ORT_RULES", "OrtTarget", "export_onnx"]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# KV-cache attention (irkit/ir/ops_cache.py)
+
+
+@ORT_RULES.rule("ik.cache_attention")
+def _cache_attention(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    """The decomposition of :func:`irkit.ir.ops_cache.decompose`, node by node: the cache rows written at
+    the clamped position, the prefix keep-mask, and Attention over the updated cache (the nodes belong to
+    the fused op)."""
+    from irkit.ir.ops_cache import decompose
+
+    try:
+        g = decompose(op, ex.b)
+    except ValueError as e:
+        ex.refuse(op, str(e))
+    for a, n in zip(g.args, ins):
+        ex.names[id(a)] = n
+    saved, ex.region_owner = ex.region_owner, op
+    try:
+        for o in g:
+            if o.name == "func.return":
+                return [ex.names[id(v)] for v in o.operands]
+            for r, n in zip(o.results, ex.op(o)):
+                ex.names[id(r)] = n
+    finally:
+        ex.region_owner = saved
+    ex.refuse(op, "internal: the decomposition has no return")
+    return []

@@ -418,8 +418,32 @@ def _cast(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
     to: DType = ctx.attrs(op)["to"]
     if to.is_bool:
         return [x != _scalar(0, x.dtype)]
-    # XLA's float -> int convert rounds toward zero, the reference's np.trunc.
+    if to.is_float8 and ctx.attrs(op).get("saturate", False):
+        x = _saturate_for_float8(x, to)
+    # XLA's float -> int convert rounds toward zero, the reference's np.trunc; a convert to float8
+    # rounds to nearest even with IEEE overflow (inf on f8E5M2, NaN on the others), as ml_dtypes.
     return [lax.convert_element_type(x, jax_dtype(to))]
+
+
+def _saturate_for_float8(x: Any, to: DType) -> Any:
+    """ONNX Cast saturate=1: clamp to the float8 type's largest finite value (infinities too) before
+    converting, in f32 (f64 for f64 and integer sources), where the clamp bound is exact."""
+    import jax.numpy as jnp
+    import ml_dtypes
+
+    src = np.dtype(x.dtype)
+    wide = jnp.float64 if src == np.float64 or src.kind in "iub" else jnp.float32
+    y = x.astype(wide)
+    big = float(ml_dtypes.finfo(to.np).max)
+    return jnp.clip(y, _scalar(-big, wide), _scalar(big, wide))
+
+
+@rule("ik.bitcast")
+def _bitcast(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
+    from jax import lax
+
+    # XLA BitcastConvertType has the IR op's shape rule (a trailing dim for a narrower type).
+    return [lax.bitcast_convert_type(xs[0], jax_dtype(ctx.attrs(op)["dtype"]))]
 
 
 @rule("ik.dropout")
@@ -699,7 +723,8 @@ def _conv2d(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
 
 @rule("ik.attention")
 def _attention(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
-    """softmax(scale·QKᵀ + bias, masked) V with grouped K/V heads, as ``attention_reference``.
+    """softmax(cap(scale·QKᵀ) + bias, masked) V with grouped K/V heads, as ``attention_reference``
+    (``cap(s) = softcap·tanh(s/softcap)`` when the ``softcap`` attribute is > 0).
 
     Grouped heads are not repeated: Q is viewed as [B, Hk, G, Sq, D] and contracted with
     K [B, Hk, Sk, D]. A row whose keys are all masked gives zeros.
@@ -724,6 +749,9 @@ def _attention(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
         "bhgqd,bhkd->bhgqk", qg, k.astype(acc), precision=prec, preferred_element_type=acc
     )
     s = s * _scalar(a["scale"], acc)
+    softcap = float(a.get("softcap", 0.0) or 0.0)
+    if softcap:
+        s = _scalar(softcap, acc) * jnp.tanh(s / _scalar(softcap, acc))
 
     def grouped(t: Any) -> Any:
         """A tensor broadcastable to [B, Hq, Sq, Sk] as one broadcastable to [B, Hk, G, Sq, Sk]."""
@@ -1388,3 +1416,18 @@ def lower_to_jax(
     return LoweredFunction(
         irkit_fn, in_specs, w_specs, values, names, b, ids, ops_by_id, weight_ops, notes
     )
+
+
+# --------------------------------------------------------------------------------------------
+# KV-cache attention (irkit/ir/ops_cache.py)
+# --------------------------------------------------------------------------------------------
+
+
+@rule("ik.cache_attention")
+def _cache_attention(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
+    """The cache written with ``dynamic_update_slice`` at the clamped position, then masked attention over
+    the updated cache (the prefix keep-mask).  With the cache arguments donated (aliases), XLA updates
+    the cache buffers in place; the attention reads the whole cache with the prefix masked."""
+    from irkit.ir.ops_cache import decompose
+
+    return ctx.run_graph(decompose(op, ctx.bindings), xs)

@@ -174,6 +174,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         price_for,
         rows_csv,
         rows_json,
+        shape_bindings,
     )
     from irkit.commands.targets_cmd import checked_bindings
     from irkit.fileio import atomic_write
@@ -215,11 +216,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         with Progress(console=console, transient=True) as prog:
             task = prog.add_task("benchmarking", total=len(shapes) * len(targets))
             for b, s in shapes:
-                bind = dict(base)
-                if "B" in syms:
-                    bind["B"] = b
-                if "S" in syms:
-                    bind["S"] = s
+                bind = shape_bindings(base, syms, b, s)
                 xs = random_inputs(fn, args.seed, bind)
                 flops = sum(op_cost(op, bind).flops for op in fn.body if op.name != "func.return")
                 live = peak_live_bytes(m, bind)

@@ -244,10 +244,10 @@ def _peer_error(peer: str, e: BaseException) -> str:
 
 def _shape_operands(names: Sequence[str], inputs: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
     """The inputs a node test feeds where a real model has constants: axes, pads, shapes, ``k``,
-    scales (rank <= 1, and integer or not the first input). irkit specialises them, as a compiler
-    does for shape operands; a case passed this way says so in its reason."""
+    scales, Range's bounds (rank <= 1, and integer, a scalar, or not the first input). irkit specialises
+    them, as a compiler does for shape operands; a case passed this way says so in its reason."""
     return {n: np.asarray(x) for i, (n, x) in enumerate(zip(names, inputs))
-            if np.asarray(x).ndim <= 1 and (i > 0 or np.asarray(x).dtype.kind in "iu")}
+            if np.asarray(x).ndim <= 1 and (i > 0 or np.asarray(x).ndim == 0 or np.asarray(x).dtype.kind in "iu")}
 
 
 def run_case(case: Case, targets: Sequence[str], peers: bool) -> list[CaseResult]:

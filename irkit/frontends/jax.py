@@ -408,7 +408,6 @@ _REFUSED = {**{n: "a linear-algebra decomposition; out of scope" for n in _OUT_O
             **{n: "a special function with no IR op" for n in
                ("igamma", "igammac", "igamma_grad_a", "regularized_incomplete_beta", "bessel_i0e", "bessel_i1e",
                 "polygamma", "zeta", "random_gamma_grad")},
-            "bitcast_convert_type": "reinterpreting bits has no IR op",
             "fft": "complex numbers are out of scope",
             "select_and_scatter_add": "a gradient of max pooling; training is out of scope",
             "select_and_gather_add": "a gradient of max pooling; training is out of scope"}
@@ -514,6 +513,12 @@ def _p_clamp(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, An
 @converter("convert_element_type")
 def _p_convert(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
     return imp.em.cast(ins[0], ot[0].dtype)
+
+
+@converter("bitcast_convert_type")
+def _p_bitcast_convert_type(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any],
+                            ot: list[TensorType]) -> _Out:
+    return imp.em.bitcast(ins[0], ot[0].dtype)
 
 
 @converter("reduce_precision")
@@ -732,7 +737,8 @@ def _p_sort(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any
 
 @converter("top_k")
 def _p_top_k(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
-    return imp.em.topk(ins[0], int(p["k"]), int(p.get("axis", -1)), True, ot[1].dtype)
+    # XLA's TopK ranks floats by the total order (a NaN with the sign bit set comes last).
+    return imp.em.topk(ins[0], int(p["k"]), int(p.get("axis", -1)), True, ot[1].dtype, total_order=True)
 
 
 @converter("approx_top_k")

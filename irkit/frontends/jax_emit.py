@@ -291,7 +291,8 @@ class Emitter:
         return out
 
     def clamp(self, lo: Value, x: Value, hi: Value) -> Value:
-        return self.op("min", self.op("max", x, lo), hi)
+        """XLA clamp, ``min(max(x, lo), hi)``; on i1 that is ``(x or lo) and hi``."""
+        return self.minmax("min", self.minmax("max", x, lo), hi)
 
     def integer_pow(self, x: Value, y: int) -> Value:
         """``x ** y`` for a Python int ``y`` as a chain of multiplies (square and multiply)."""
@@ -625,13 +626,19 @@ class Emitter:
             key = self.cast(key, DType.i32)
         return self.op_results("sort", [key], axis=int(axis), descending=bool(descending))[1]
 
-    def sort(self, operands: Sequence[Value], axis: int, keys: Sequence[int], descending: bool = False) -> list[Value]:
+    def sort(self, operands: Sequence[Value], axis: int, keys: Sequence[int], descending: bool = False,
+             total_order: Sequence[int] = ()) -> list[Value]:
         """XLA's variadic sort, lexicographic on ``operands[k]`` for k in ``keys`` (most
         significant first): stable sorts from the least significant key to the most, then
-        every operand is permuted with ``ik.gather_elements``."""
+        every operand is permuted with ``ik.gather_elements``.
+
+        Keys listed in ``total_order`` compare by XLA's total order (a comparator that
+        compares the raw floats with ``TOTALORDER``); the others as ``ik.sort`` does, NaN
+        largest and -0.0 equal to 0.0, which is what jax's comparators (they canonicalise
+        zeros and NaNs first) ask for."""
         axis = int(axis) % operands[0].type.rank
-        key_vals = [operands[k] for k in keys]
-        if len(operands) == 1 and key_vals[0].dtype != DType.bool:
+        key_vals = [self.total_order_key(operands[k]) if k in total_order else operands[k] for k in keys]
+        if len(operands) == 1 and not total_order and key_vals[0].dtype != DType.bool:
             return [self.op_results("sort", [key_vals[0]], axis=axis, descending=bool(descending))[0]]
         perm = self.sort_indices(key_vals[-1], axis, descending)
         for k in reversed(key_vals[:-1]):
@@ -639,10 +646,41 @@ class Emitter:
             perm = self.op("gather_elements", perm, idx, axis=axis)
         return [self.op("gather_elements", v, perm, axis=axis) for v in operands]
 
-    def topk(self, x: Value, k: int, axis: int, largest: bool, index_dtype: DType) -> list[Value]:
+    def topk(self, x: Value, k: int, axis: int, largest: bool, index_dtype: DType,
+             total_order: bool = False) -> list[Value]:
+        """``ik.topk``.  With ``total_order`` (XLA's TopK) floats are ranked by XLA's total
+        order, -NaN < -Inf < ... < -0.0 < 0.0 < ... < Inf < NaN: ``ik.topk`` of
+        :meth:`total_order_key`, then the values are gathered at the indices."""
+        if total_order and x.dtype.is_float:
+            _, idx = self.op_results("topk", [self.total_order_key(x)], k=int(k), axis=int(axis),
+                                     largest=bool(largest))
+            return [self.op("gather_elements", x, idx, axis=int(axis)), self.cast(idx, index_dtype)]
         src = self.cast(x, DType.i32) if x.dtype == DType.bool else x
         vals, idx = self.op_results("topk", [src], k=int(k), axis=int(axis), largest=bool(largest))
         return [self.cast(vals, x.dtype), self.cast(idx, index_dtype)]
+
+    def total_order_key(self, x: Value) -> Value:
+        """A signed integer key whose order is XLA's total order on the floats ``x``
+        (-NaN < -Inf < ... < -0.0 < 0.0 < ... < Inf < NaN): the bits as a signed integer,
+        with the magnitude bits of negative values flipped (``i ^ ((i >> (w - 1)) & MAX)``).
+        Non-floats are returned as they are."""
+        if not x.dtype.is_float:
+            return x
+        it = _INT_OF_WIDTH[x.dtype.itemsize]
+        i = self.bitcast(x, it)
+        bits = 8 * it.itemsize
+        sign = self.op("shift_right_arithmetic", i, self.scalar(bits - 1, it))
+        mag = self.op("bitwise_and", sign, self.scalar((1 << (bits - 1)) - 1, it))
+        return self.op("bitwise_xor", i, mag)
+
+    def bitcast(self, x: Value, dtype: DType) -> Value:
+        """XLA bitcast_convert_type (``ik.bitcast``): the same bits read as ``dtype``; with a
+        narrower ``dtype`` a trailing dim is added, with a wider one the trailing dim is removed."""
+        if x.dtype == dtype:
+            return x
+        if "ik.bitcast" not in OPS:
+            raise Unsupported("reinterpreting bits needs ik.bitcast")
+        return self.op("bitcast", x, dtype=dtype)
 
     # -- convolution -------------------------------------------------------------
     def conv(self, x: Value, w: Value, *, strides: Sequence[int], padding: Sequence[tuple[int, int]],
@@ -711,6 +749,9 @@ class Emitter:
         return self.op("conv", x, w, None, strides=tuple(strides),
                        padding=tuple(lo for lo, _ in pads) + tuple(hi for _, hi in pads), dilations=tuple(rdil),
                        lhs_dilation=tuple(ldil), groups=groups)
+
+
+_INT_OF_WIDTH = {8: DType.i64, 4: DType.i32, 2: DType.i16, 1: DType.i8}
 
 
 def check_result_type(got: TensorType, want: TensorType, what: str) -> None:

@@ -193,7 +193,6 @@ _REFUSED = {
     **{n: "a random-number op; out of scope" for n in ("stablehlo.rng", "stablehlo.rng_bit_generator")},
     **{f"chlo.{n}": "a special function with no IR op" for n in (
         "igamma", "igammac", "bessel_i0e", "bessel_i1e", "polygamma", "zeta", "regularized_incomplete_beta")},
-    "stablehlo.bitcast_convert": "reinterpreting bits has no IR op",
     "stablehlo.fft": "complex numbers are out of scope",
     "stablehlo.select_and_scatter": "a gradient of max pooling; training is out of scope",
     "stablehlo.while": "loops are out of scope (jax writes igamma and friends as while loops)",
@@ -936,10 +935,14 @@ _COMPARATOR_OPS = {"stablehlo.compare", "stablehlo.select", "stablehlo.constant"
                    "stablehlo.convert", "stablehlo.return"}
 
 
-def _comparator(w: _Walker, block: Any) -> tuple[list[int], bool]:
-    """(key operand indices, most significant first; descending) of a sort comparator that is
-    a lexicographic less-than (or greater-than) on some operands, as jax writes them."""
+def _comparator(w: _Walker, block: Any) -> tuple[list[int], bool, set[int]]:
+    """(key operand indices, most significant first; descending; the keys compared by XLA's
+    total order) of a sort comparator that is a lexicographic less-than (or greater-than) on
+    some operands, as jax writes them.  A ``TOTALORDER`` compare of the raw operands ranks a
+    NaN with the sign bit set first; jax canonicalises zeros and NaNs before comparing, so
+    its keys are plain ``ik.sort`` keys (NaN largest, -0.0 equal to 0.0)."""
     keys: list[int] = []
+    total: set[int] = set()
     directions: set[bool] = set()
     ret = None
     for body_op in block.operations:
@@ -959,6 +962,10 @@ def _comparator(w: _Walker, block: Any) -> tuple[list[int], bool]:
         directions.add((direction == "LT") != (a % 2 == 0))
         if a // 2 not in keys:
             keys.append(a // 2)
+        ctype = body_op.attributes["compare_type"] if "compare_type" in body_op.attributes else None
+        if (ctype is not None and w.shlo.ComparisonTypeAttr(ctype).value == "TOTALORDER"
+                and all(isinstance(o, w.ir.BlockArgument) for o in body_op.operands)):
+            total.add(a // 2)
     if not keys or len(directions) != 1:
         raise Unsupported("sort with a comparator that is not a lexicographic order")
     keys = sorted(keys)
@@ -966,16 +973,17 @@ def _comparator(w: _Walker, block: Any) -> tuple[list[int], bool]:
         r = next(iter(ret.operands))
         if isinstance(r, w.ir.BlockArgument) or r.owner.name != "stablehlo.compare":
             raise Unsupported("sort with a comparator that is not an order on the operands")
-    return keys, directions.pop()
+    return keys, directions.pop(), total
 
 
 @converter("stablehlo.sort")
 def _sort(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
-    keys, descending = _comparator(w, op.regions[0].blocks[0])
+    keys, descending, total = _comparator(w, op.regions[0].blocks[0])
     if len(keys) > 1 and descending:
         raise Unsupported("sort with a descending lexicographic comparator")
     xs = [w.value(s) for s in ins]
-    return [w.out(v) for v in w.em.sort(xs, _int(w.ir, _attr(op, "dimension")), keys, descending)]
+    return [w.out(v) for v in w.em.sort(xs, _int(w.ir, _attr(op, "dimension")), keys, descending,
+                                        total_order=sorted(total))]
 
 
 @converter("chlo.top_k", "mhlo.topk")
@@ -984,7 +992,15 @@ def _top_k(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     idx_dt = w.mlir_type(op.results[1].type, [1] * w.ir.RankedTensorType(op.results[1].type).rank).dtype
     largest = _attr(op, "largest")
     big = True if largest is None else bool(w.ir.BoolAttr(largest).value)
-    return [w.out(v) for v in w.em.topk(w.value(ins[0]), _int(w.ir, _attr(op, "k")), -1, big, idx_dt)]
+    # chlo.top_k ranks floats by XLA's total order (a NaN with the sign bit set comes last).
+    return [w.out(v) for v in w.em.topk(w.value(ins[0]), _int(w.ir, _attr(op, "k")), -1, big, idx_dt,
+                                        total_order=True)]
+
+
+@converter("stablehlo.bitcast_convert")
+def _bitcast_convert(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
+    t = w.mlir_type(op.results[0].type)
+    return [w.out(w.em.bitcast(w.value(ins[0]), t.dtype))]
 
 
 @converter("stablehlo.scatter")

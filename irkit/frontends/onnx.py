@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from irkit.errors import IrkitError
-from irkit.frontends import onnx_nn, onnx_rnn, onnx_tensor  # noqa: F401 - registers their converters
+from irkit.frontends import onnx_contrib, onnx_nn, onnx_rnn, onnx_signal, onnx_tensor, onnx_text  # noqa: F401 - registers their converters
 from irkit.frontends.common import FrontendError, UnsupportedOps, sanitize_name
 from irkit.frontends.onnx_functions import function_body, out_of_scope
 from irkit.frontends.onnx_load import (

@@ -47,7 +47,6 @@ OUT_OF_SCOPE_OPS: dict[str, str] = {
         "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli", "Multinomial")},
     **{op: "training ops are out of scope" for op in ("Gradient", "Momentum", "Adagrad", "Adam")},
     "ImageDecoder": "image decoding is out of scope",
-    "Det": "linear-algebra decompositions are out of scope",
 }
 
 

@@ -59,7 +59,7 @@ def _dt(name: str, ir: DType, storage: str, fld: str) -> OnnxDType:
 
 
 # TensorProto.DataType -> OnnxDType (every integer width has its own IR dtype);
-# everything else (strings, complex, float8/4, int4/2) is unsupported.
+# everything else (strings, complex, float8e8m0, float4, int4/2) is unsupported.
 ONNX_DTYPES: dict[int, OnnxDType] = {
     1: _dt("float32", DType.f32, "<f4", "float_data"),
     2: _dt("uint8", DType.ui8, "u1", "int32_data"),
@@ -74,11 +74,14 @@ ONNX_DTYPES: dict[int, OnnxDType] = {
     12: _dt("uint32", DType.ui32, "<u4", "uint64_data"),
     13: _dt("uint64", DType.ui64, "<u8", "uint64_data"),
     16: _dt("bfloat16", DType.bf16, "<u2", "int32_data"),
+    17: _dt("float8e4m3fn", DType.f8e4m3fn, "u1", "int32_data"),
+    18: _dt("float8e4m3fnuz", DType.f8e4m3fnuz, "u1", "int32_data"),
+    19: _dt("float8e5m2", DType.f8e5m2, "u1", "int32_data"),
+    20: _dt("float8e5m2fnuz", DType.f8e5m2fnuz, "u1", "int32_data"),
 }
 
 _TYPE_NAMES = {
-    0: "undefined", 8: "string", 14: "complex64", 15: "complex128", 17: "float8e4m3fn",
-    18: "float8e4m3fnuz", 19: "float8e5m2", 20: "float8e5m2fnuz", 21: "uint4", 22: "int4",
+    0: "undefined", 8: "string", 14: "complex64", 15: "complex128", 21: "uint4", 22: "int4",
     23: "float4e2m1", 24: "float8e8m0", 25: "uint2", 26: "int2",
 }
 
@@ -350,6 +353,8 @@ def tensor_to_numpy(t: Any, lm: LoadedModel, what: str) -> tuple[np.ndarray, DTy
         arr = arr.view(np.float16)
     elif d.ir is DType.bf16:
         arr = arr.view(ml_dtypes.bfloat16)
+    elif d.ir.is_float8:
+        arr = arr.view(d.ir.np)  # float8 bit patterns, one per byte
     elif d.ir is DType.bool:
         arr = arr != 0
     elif arr.dtype != d.ir.np:

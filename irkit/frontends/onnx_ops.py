@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from irkit.errors import Unsupported
@@ -362,7 +363,7 @@ class Emitter:
         if t.dtype is dtype:
             return t
         if t.known is not None and t.known.dtype != object and t.known.size <= FOLD_LIMIT and \
-                (not t.dtype.is_float or not dtype.is_float):
+                (not t.dtype.is_float or not dtype.is_float) and not (t.dtype.is_float8 or dtype.is_float8):
             return OnnxValue.const(_cast_array(t.known, dtype), dtype)
         return OnnxValue.of(self.op("ik.cast", self.ir(t), to=dtype))
 
@@ -456,7 +457,7 @@ converter = CONVERTERS.converter
 
 def supported_ops() -> list[str]:
     """Every ONNX op the importer translates, as ``domain::Op`` (default domain bare)."""
-    from irkit.frontends import onnx_nn, onnx_rnn, onnx_tensor  # noqa: F401 - their converters register on import
+    from irkit.frontends import onnx_nn, onnx_rnn, onnx_signal, onnx_tensor, onnx_text  # noqa: F401 - their converters register on import
 
     return sorted(f"{d}::{t}" if d else t for d, t in CONVERTERS)
 
@@ -749,6 +750,16 @@ def _cast(cx: Emitter, node: Node) -> list[OnnxValue | None]:
         return [x]
     if x.is_symbolic and to.is_int:
         return [OnnxValue(to, x.shape, known=x.known)]
+    if to.is_float8 or x.dtype.is_float8:
+        # ONNX Cast-19+: float8 destinations saturate (clamp to the largest finite value) unless saturate=0.
+        sat = bool(node.attr("saturate", 1)) if to.is_float8 else False
+        v = cx.ir(x)
+        if sat and x.dtype.is_float and not x.dtype.is_float8:
+            # The spec's saturate table sends +-Inf to +-max on every float8 type (FNUZ included):
+            # clamp first (NaN passes through min/max), then round.
+            top = float(ml_dtypes.finfo(to.np).max)
+            v = cx.op("ik.min", cx.op("ik.max", v, cx.scalar(-top, x.dtype)), cx.scalar(top, x.dtype))
+        return [OnnxValue.of(cx.op("ik.cast", v, to=to, saturate=True if sat else None))]
     return [cx.cast(x, to)]
 
 
@@ -1160,10 +1171,13 @@ def _expand(cx: Emitter, node: Node) -> list[OnnxValue | None]:
 @converter("Tile")
 def _tile(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = node.req(0)
-    reps = cx.ints(node.req(1, "repeats"), node, "repeats")
-    if len(reps) != x.rank or any(r < 0 for r in reps):
-        raise FrontendError(f"node '{node.name}' (Tile): repeats {reps} do not fit rank {x.rank}")
-    if all(r == 1 for r in reps):
+    # Repeats may be symbolic (``x.repeat(B, 1, 1)`` exports as Tile(x, Concat(Shape(y)[0], 1, 1))).
+    reps = cx.dims(node.req(1, "repeats"), node, "repeats")
+    if len(reps) != x.rank or any(_sign(r) == -1 for r in reps):
+        raise FrontendError(f"node '{node.name}' (Tile): repeats {_dims_str(reps)} do not fit rank {x.rank}")
+    if any(_sign(r) is None for r in reps):
+        raise Unsupported(f"Tile whose 'repeats' ({_dims_str(reps)}) has a dim expression of unknown sign")
+    if all(isinstance(r, int) and r == 1 for r in reps):
         return [x]
     inter: list[Dim] = []
     for d in x.shape:

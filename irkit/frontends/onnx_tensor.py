@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import string
 
+import ml_dtypes
 import numpy as np
 
 from irkit.frontends.common import FrontendError
+from irkit.frontends.onnx_load import ir_dtype
 from irkit.frontends.onnx_ops import (
     Emitter,
     Node,
@@ -334,13 +336,24 @@ def _quantize(cx: Emitter, node: Node) -> list[OnnxValue | None]:
         from irkit.frontends.onnx_load import ir_dtype
 
         out_dt = ir_dtype(int(node.attrs["output_dtype"]), cx.source, f"node '{node.name}' output_dtype")
-    if not out_dt.is_int:
+    if not out_dt.is_int and not out_dt.is_float8:
         raise Unsupported(f"QuantizeLinear to {out_dt}")
     sv, zv = _qparams(cx, node, x, scale, zp, node.attr("axis"), int(node.attr("block_size", 0)))
     f = DType.f32 if x.dtype is not DType.f64 else DType.f64
     xv = cx.ir(x) if x.dtype is f else cx.op("ik.cast", cx.ir(x), to=f)
     if sv.type.dtype is not f:
         sv = cx.op("ik.cast", sv, to=f)
+    if out_dt.is_float8:
+        # x / scale (+ zero point) rounded to the float8 grid; saturate (default 1) clamps +-Inf and
+        # out-of-range values to +-max, as ONNX Cast does.
+        q = cx.op("ik.div", xv, sv)
+        if zv is not None:
+            q = cx.op("ik.add", q, cx.op("ik.cast", zv, to=f))
+        sat = bool(node.attr("saturate", 1))
+        if sat:
+            top = float(ml_dtypes.finfo(out_dt.np).max)
+            q = cx.op("ik.min", cx.op("ik.max", q, cx.scalar(-top, f)), cx.scalar(top, f))
+        return [OnnxValue.of(cx.op("ik.cast", q, to=out_dt, saturate=True if sat else None))]
     q = cx.op("ik.round", cx.op("ik.div", xv, sv))
     if zv is not None:
         q = cx.op("ik.add", q, cx.op("ik.cast", zv, to=f))
@@ -350,10 +363,15 @@ def _quantize(cx: Emitter, node: Node) -> list[OnnxValue | None]:
 @converter("DequantizeLinear")
 def _dequantize(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x, scale, zp = node.req(0), node.req(1, "x_scale"), node.input(2)
-    if not x.dtype.is_int:
+    if not x.dtype.is_int and not x.dtype.is_float8:
         raise Unsupported(f"DequantizeLinear from {x.dtype}")
     sv, zv = _qparams(cx, node, x, scale, zp, node.attr("axis"), int(node.attr("block_size", 0)))
     f = scale.dtype
+    if x.dtype.is_float8:  # (x - zero point) * scale, exactly in the scale's type
+        xf = cx.op("ik.cast", cx.ir(x), to=f)
+        if zv is not None:
+            xf = cx.op("ik.sub", xf, cx.op("ik.cast", zv, to=f))
+        return [OnnxValue.of(cx.op("ik.mul", xf, sv))]
     # Subtract in i32/i64 so uint8 - zero point cannot wrap.
     wide = DType.i64 if x.dtype in (DType.i64, DType.ui32, DType.ui64, DType.i32) else DType.i32
     xv = cx.op("ik.cast", cx.ir(x), to=wide)
@@ -435,6 +453,38 @@ def _conv_integer(cx: Emitter, node: Node) -> list[OnnxValue | None]:
             z = cx.op("ik.reshape", z, shape=(wzp.shape[0],) + (1,) * (w.rank - 1))
         wv = cx.op("ik.sub", wv, z)
     return [OnnxValue.of(conv_value(cx, node, OnnxValue.of(xv), OnnxValue.of(wv), None))]
+
+
+@converter("QLinearConv")
+def _qlinear_conv(cx: Emitter, node: Node) -> list[OnnxValue | None]:
+    """ConvInteger on (x - x_zp), (w - w_zp) in i32, plus the i32 bias, rescaled by x_scale * w_scale / y_scale
+    (per output channel when w_scale is 1-D), rounded half to even, plus y_zp, saturated."""
+    x, x_s, x_zp, w, w_s, w_zp, y_s, y_zp = (node.req(i) for i in range(8))
+    bias = node.input(8)
+    acc = _conv_integer(cx, Node(node.proto, node.name, node.op_type, node.domain, [x, w, x_zp, w_zp],
+                                 node.outputs, node.attrs, node.used))[0]
+    assert acc is not None
+    av = cx.ir(acc)
+    shape = av.type.shape
+    per_channel = (1, shape[1]) + (1,) * (len(shape) - 2)
+    if bias is not None:
+        bv = cx.op("ik.cast", cx.ir(bias), to=DType.i32)
+        av = cx.op("ik.add", av, cx.op("ik.reshape", bv, shape=per_channel))
+    f = DType.f32 if x_s.dtype is not DType.f64 else DType.f64
+
+    def fl(t: OnnxValue) -> Value:
+        v = cx.ir(t)
+        return v if v.type.dtype is f else cx.op("ik.cast", v, to=f)
+
+    ws = fl(w_s)
+    if w_s.rank == 1 and w_s.shape[0] != 1:
+        ws = cx.op("ik.reshape", ws, shape=per_channel)
+    elif w_s.rank == 1:
+        ws = cx.op("ik.reshape", ws, shape=())
+    scale = cx.op("ik.div", cx.op("ik.mul", fl(x_s), ws), fl(y_s))
+    y = cx.op("ik.round", cx.op("ik.mul", cx.op("ik.cast", av, to=f), scale))
+    y = cx.op("ik.add", y, cx.op("ik.cast", cx.ir(y_zp), to=f))
+    return [OnnxValue.of(_saturate(cx, y, y_zp.dtype))]
 
 
 __all__: list[str] = []
@@ -531,9 +581,22 @@ def _reverse_sequence(cx: Emitter, node: Node) -> list[OnnxValue | None]:
                         axis=t_ax))]
 
 
-@converter("Unique", "NonMaxSuppression", "BitCast")
+@converter("BitCast")
+def _bitcast(cx: Emitter, node: Node) -> list[OnnxValue | None]:
+    """BitCast-26: the same bits as another type of the same width (``ik.bitcast``, shape kept)."""
+    x = node.req(0)
+    to = ir_dtype(int(node.attr("to", 0)), cx.source, f"node '{node.name}' (BitCast) target type")
+    if to is DType.bool or x.dtype is DType.bool:
+        raise Unsupported("BitCast to or from bool (irkit's i1 has no defined bit layout)")
+    if to.np.itemsize != x.dtype.np.itemsize:
+        raise FrontendError(f"node '{node.name}' (BitCast): {x.dtype} and {to} differ in bit width; "
+                            "BitCast needs the same width")
+    if to is x.dtype:
+        return [x]
+    return [OnnxValue.of(cx.op("ik.bitcast", cx.ir(x), dtype=to))]
+
+
+@converter("Unique", "NonMaxSuppression")
 def _refused(cx: Emitter, node: Node) -> list[OnnxValue | None]:
-    """Ops irkit refuses with a reason (a data-dependent output shape, or no IR op to express them)."""
-    if node.op_type == "BitCast":
-        raise Unsupported("BitCast (the IR has no bitcast op)")
+    """Ops irkit refuses with a reason (their output shape depends on the data)."""
     raise Unsupported(f"{node.op_type} (its output shape depends on the data)")

@@ -42,7 +42,13 @@ from typing import Any
 
 import numpy as np
 
-from irkit.frontends import torch_cache, torch_ops, torch_ops_index, torch_ops_window  # noqa: F401 - they register
+from irkit.frontends import (  # noqa: F401 - they register
+    torch_cache,
+    torch_ops,
+    torch_ops_index,
+    torch_ops_special,
+    torch_ops_window,
+)
 from irkit.frontends.common import (
     FrontendError,
     UnsupportedOps,

@@ -43,7 +43,7 @@ Converter = Callable[[ConvertContext, dict], Any]
 def aten_key(name: str) -> str:
     """The table key of an ATen overload or packet name: ``add.Tensor`` -> ``aten.add.Tensor``
     (names of the other namespaces, ``prims.``, ``operator.``..., are kept as they are)."""
-    if "." in name and name.split(".")[0] in ("aten", "prims", "operator", "torch", "higher_order"):
+    if "." in name and name.split(".")[0] in ("aten", "prims", "operator", "torch", "higher_order", "transformers"):
         return name
     return f"aten.{name}"
 
@@ -767,15 +767,6 @@ def _erfc(cx: ConvertContext, a: dict) -> Any:
     return cx.b.sub(cx.tensor(1.0, dt), cx.b.erf(x))
 
 
-@converter("polygamma", "special_polygamma")
-def _polygamma(cx: ConvertContext, a: dict) -> Any:
-    n = int(a["n"])
-    if n != 0:
-        raise Unsupported(f"polygamma of order {n} (order 0, digamma, is supported)")
-    dt = _float_dtype(cx)
-    return cx.b.digamma(cx.cast(_require(a["self"], "input"), dt))
-
-
 @converter("prelu", "_prelu_kernel")
 def _prelu(cx: ConvertContext, a: dict) -> Any:
     dt = cx.out_dtype
@@ -986,12 +977,20 @@ def _group_norm(cx: ConvertContext, a: dict) -> Any:
     if isinstance(b, Value):
         y = cx.b.add(y, cx.reshape(b, bshape))
     if _opname(cx) == "native_group_norm":
-        return (y, lazy(lambda: _unsupported_stat()), lazy(lambda: _unsupported_stat()))
+        # mean and rstd per (sample, group): shape (N, G), in the statistics' dtype.
+        stats_dt = cx.out_type(1).dtype
+        stats = lazy(lambda: _mean_rstd(cx, grouped, 2, eps, stats_dt))
+        return (y, lazy(lambda: cx.reshape(_force(stats)[0], (n, g))),
+                lazy(lambda: cx.reshape(_force(stats)[1], (n, g))))
     return y
 
 
-def _unsupported_stat() -> Any:
-    raise Unsupported("group norm statistics are not importable")
+def _empty_stat(cx: ConvertContext, k: int) -> Value:
+    """Batch norm's saved statistic ``k`` outside training: torch returns an empty tensor."""
+    t = cx.out_type(k)
+    if not any(d == 0 for d in t.shape):
+        raise Unsupported("batch norm's saved statistics outside training mode are not empty tensors")
+    return cx.b.constant(np.zeros(tuple(int(d) for d in t.shape), dtype=t.dtype.np), t.dtype)
 
 
 @converter("_native_batch_norm_legit_no_training", "batch_norm", "_native_batch_norm_legit_functional",
@@ -1015,7 +1014,7 @@ def _batch_norm(cx: ConvertContext, a: dict) -> Any:
         y = cx.b.add(y, cx.reshape(cx.cast(b, dt), bshape))
     if _opname(cx) == "batch_norm":
         return y
-    return (y,) + tuple(lazy(_unsupported_stat) for _ in range(len(cx.meta) - 1))
+    return (y,) + tuple(lazy(lambda k=k: _empty_stat(cx, k)) for k in range(1, len(cx.meta)))
 
 
 # ---------------------------------------------------------------------------

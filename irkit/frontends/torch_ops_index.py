@@ -501,9 +501,9 @@ def _kthvalue(cx: ConvertContext, a: dict) -> Any:
 @converter("median", "nanmedian")
 def _median(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["self"], "input")
-    if _opname(cx) == "nanmedian" and x.dtype.is_float:
-        raise Unsupported("nanmedian (the median's position depends on the NaN count)")
     dim = a.get("dim")
+    if _opname(cx) == "nanmedian" and x.dtype.is_float:
+        return _nanmedian(cx, x, dim, bool(a.get("keepdim")))
     if dim is not None and x.type.rank == 0:
         return (x, cx.splat(0, DType.i64, ()))
     if dim is None:
@@ -520,6 +520,58 @@ def _median(cx: ConvertContext, a: dict) -> Any:
         v = cx.b.where(cx.cast(anynan, DType.bool), cx.tensor(float("nan"), x.dtype), v)
         i = lazy(lambda: _unsupported("median's index with NaN present"))
     return (v, i)
+
+
+def _nanmedian(cx: ConvertContext, x: Value, dim: Any, keep: bool) -> Any:
+    """The lower median of the non-NaN values: sort (NaN last), then pick position
+    ``(count - 1) // 2`` of each row, where ``count`` is its number of non-NaN values (an
+    all-NaN row gives NaN at position 0)."""
+    if dim is None:
+        x = cx.reshape(x, (dim_prod(x.shape),))
+        ax, keep = 0, False
+    elif x.type.rank == 0:
+        return (x, cx.splat(0, DType.i64, ()))
+    else:
+        ax = _axis(dim, x.type.rank)
+    vals, idx = cx.b.sort(x, axis=ax)
+    count = cx.b.reduce_sum(cx.cast(cx.b.create("ik.not", [cx.b.isnan(x)]).results[0], DType.i64), axes=(ax,), keepdims=True)
+    k = cx.b.max(cx.b.floor_div(cx.b.sub(count, cx.tensor(1, DType.i64)), cx.tensor(2, DType.i64)),
+                 cx.tensor(0, DType.i64))
+    out_shape = x.shape[:ax] + ((1,) if keep else ()) + x.shape[ax + 1:]
+    v = cx.reshape(cx.b.gather_elements(vals, k, axis=ax), out_shape)
+    if dim is None:
+        return v
+    return (v, lazy(lambda: cx.reshape(cx.b.gather_elements(idx, k, axis=ax), out_shape)))
+
+
+@converter("mode")
+def _mode(cx: ConvertContext, a: dict) -> Any:
+    """The most frequent value along ``dim`` (the smallest among equally frequent ones) and the
+    last position holding it, as torch's CPU kernel: a pairwise compare counts each value."""
+    x = _require(a["self"], "input")
+    if x.type.rank == 0:
+        return (x, cx.splat(0, DType.i64, ()))
+    ax = _axis(a.get("dim", -1), x.type.rank)
+    keep = bool(a.get("keepdim"))
+    r = x.type.rank
+    n = _static(x.shape[ax], "mode size")
+    if n == 0:
+        raise Unsupported("mode of an empty dim")
+    pair = cx.b.eq(cx.reshape(x, x.shape[:ax + 1] + (1,) + x.shape[ax + 1:]),
+                   cx.reshape(x, x.shape[:ax] + (1,) + x.shape[ax:]))
+    count = cx.b.reduce_sum(cx.cast(pair, DType.i64), axes=(ax + 1,), keepdims=False)
+    best = cx.b.reduce_max(count, axes=(ax,), keepdims=True)
+    if x.dtype.is_float:
+        big = cx.tensor(float("inf"), x.dtype)
+    elif x.dtype.is_bool:
+        raise Unsupported("mode of a boolean tensor")
+    else:
+        big = cx.tensor(int(np.iinfo(x.dtype.np).max), x.dtype)
+    v = cx.b.reduce_min(cx.b.where(cx.b.eq(count, best), x, big), axes=(ax,), keepdims=True)
+    pos = cx.b.iota(shape=tuple(n if i == ax else 1 for i in range(r)), axis=ax, dtype=DType.i64)
+    at = cx.b.where(cx.b.eq(x, v), pos, cx.tensor(-1, DType.i64))
+    i = cx.b.reduce_max(at, axes=(ax,), keepdims=keep)
+    return (v if keep else cx.reshape(v, x.shape[:ax] + x.shape[ax + 1:]), i)
 
 
 def _unsupported(what: str) -> Any:

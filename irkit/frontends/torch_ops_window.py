@@ -156,10 +156,6 @@ def _max_pool(cx: ConvertContext, a: dict) -> Any:
     return y
 
 
-def _no_indices() -> Any:
-    raise Unsupported("max pooling's indices output with uneven adaptive windows")
-
-
 def _pool_indices(cx: ConvertContext, x: Value, nd: int, k: tuple[int, ...], st: tuple[int, ...], pads: tuple[int, ...],
                   dl: tuple[int, ...]) -> Value:
     """torch's max-pool indices (flat positions in each input plane): every window's
@@ -263,14 +259,53 @@ def _adaptive_max_pool(cx: ConvertContext, a: dict) -> Any:
     nd = _nd(cx)
     lead = x.type.rank - nd
     out = cx.out_type(0).shape
-    k = []
-    for i in range(nd):
-        d, o = _static(x.shape[lead + i], "pooled size"), _static(out[lead + i], "pooled size")
-        if d % o:
-            raise Unsupported("adaptive max pooling with uneven windows")
-        k.append(d // o)
-    y = cx.b.reduce_window(x, kind="max", window=(1,) * lead + tuple(k), strides=(1,) * lead + tuple(k))
-    return (y, lazy(lambda: _no_indices()))
+    sizes = [_static(x.shape[lead + i], "pooled size") for i in range(nd)]
+    outs = [_static(out[lead + i], "pooled size") for i in range(nd)]
+    if any(o == 0 for o in outs) or any(d == 0 for d in sizes):
+        raise Unsupported("adaptive max pooling of an empty tensor")
+    pos = _adaptive_positions(sizes, outs)
+    windows = _adaptive_windows(cx, x, lead, sizes, pos)
+
+    def indices() -> Value:
+        # torch keeps the first maximum in scan order (a later NaN replaces it)
+        nan = cx.b.isnan(windows)
+        key = cx.b.where(nan, cx.tensor(float("inf"), x.dtype), windows) if x.dtype.is_float else windows
+        j = cx.b.argmax(key, axis=key.type.rank - 1, keepdims=True, select_last_index=False)
+        p = cx.broadcast(cx.b.constant(pos), windows.shape)
+        return cx.reshape(cx.b.gather_elements(p, j, axis=key.type.rank - 1), out)
+
+    if all(d % o == 0 for d, o in zip(sizes, outs)):
+        k = tuple(d // o for d, o in zip(sizes, outs))
+        y = cx.b.reduce_window(x, kind="max", window=(1,) * lead + k, strides=(1,) * lead + k)
+    else:
+        y = cx.reshape(cx.b.reduce_max(windows, axes=(windows.type.rank - 1,), keepdims=True), out)
+    return (y, lazy(indices))
+
+
+def _adaptive_positions(sizes: list[int], outs: list[int]) -> np.ndarray:
+    """Flat input-plane positions of every adaptive window, ``outs + (K,)``: window ``j`` of a dim
+    of size ``d`` pooled to ``o`` spans ``[floor(j*d/o), ceil((j+1)*d/o))``; shorter windows repeat
+    their last position (a repeat changes neither the max nor the first position holding it)."""
+    per_dim = []
+    for d, o in zip(sizes, outs):
+        st = [(j * d) // o for j in range(o)]
+        en = [-((-(j + 1) * d) // o) for j in range(o)]
+        k = max(e - s for s, e in zip(st, en))
+        per_dim.append(np.array([[min(s + t, e - 1) for t in range(k)] for s, e in zip(st, en)], dtype=np.int64))
+    strides = [int(np.prod(sizes[i + 1:])) for i in range(len(sizes))]
+    nd = len(sizes)
+    pos = np.zeros(tuple(outs) + tuple(p.shape[1] for p in per_dim), dtype=np.int64)
+    for i, p in enumerate(per_dim):
+        shape = [1] * (2 * nd)
+        shape[i], shape[nd + i] = p.shape
+        pos = pos + (p * strides[i]).reshape(shape)
+    return pos.reshape(tuple(outs) + (-1,))
+
+
+def _adaptive_windows(cx: ConvertContext, x: Value, lead: int, sizes: list[int], pos: np.ndarray) -> Value:
+    """Every window's elements, ``x.shape[:lead] + pos.shape``, by one gather of the flat planes."""
+    flat = cx.reshape(x, x.shape[:lead] + (int(np.prod(sizes)),))
+    return cx.b.gather(flat, cx.b.constant(pos), axis=lead)
 
 
 # ---------------------------------------------------------------------------

@@ -33,6 +33,8 @@ from irkit.ir.types import (
     dim_prod,
     dim_sub,
     eval_dim,
+    is_float_np,
+    is_ml_float_np,
     normalize_axis,
     shape_str,
 )
@@ -221,8 +223,8 @@ def check_operand_count(d: OpDef, n: int, attrs: Mapping[str, Any]) -> None:
 
 
 def _f(x: np.ndarray) -> np.ndarray:
-    """Compute dtype for a reference kernel: half types go through f32."""
-    if x.dtype in (np.float16,) or x.dtype == DType.bf16.np:
+    """Compute dtype for a reference kernel: half and float8 types go through f32."""
+    if x.dtype in (np.float16,) or is_ml_float_np(x.dtype):
         return x.astype(np.float32)
     return x
 
@@ -594,20 +596,92 @@ register_op(OpDef("ik.where", "select x where cond else y, with broadcasting", (
                   _io_cost(1), traits=frozenset({"elementwise", "pure"})))
 
 
+def to_float8(x: np.ndarray, to: DType, saturate: bool) -> np.ndarray:
+    """Round ``x`` to the float8 type ``to`` (round to nearest even), as ONNX Cast does.
+
+    ``saturate=False`` is IEEE-style overflow (XLA, ml_dtypes, ONNX ``saturate=0``): beyond the
+    largest finite value a value becomes inf on f8E5M2 and NaN on the types without inf.
+    ``saturate=True`` (ONNX ``saturate=1``, opset 24 table; onnxruntime and the ONNX reference
+    evaluator agree) clamps values beyond the range, infinities included, to the largest finite
+    value of that sign on every float8 type; NaN stays NaN.
+    """
+    x = np.asarray(x)
+    if x.dtype.kind in "iub":
+        x = x.astype(np.float64)
+    elif is_ml_float_np(x.dtype):
+        x = x.astype(np.float32)  # bf16 / another float8: exact in f32
+    if not saturate:
+        return x.astype(to.np)
+    import ml_dtypes
+
+    big = float(ml_dtypes.finfo(to.np).max)
+    with np.errstate(all="ignore"):
+        return np.asarray(np.clip(x, -big, big)).astype(to.np)
+
+
 def _cast_ref(xs, a, ctx):
     dt: DType = a["to"]
     x = xs[0]
-    if dt.is_int and x.dtype.kind == "f" or (dt.is_int and x.dtype == DType.bf16.np):
+    if dt.is_int and is_float_np(x.dtype):
         with np.errstate(all="ignore"):
             return [np.trunc(x.astype(np.float64)).astype(dt.np)]
     if dt.is_bool:
         return [x != 0]
+    if dt.is_float8:
+        return [to_float8(x, dt, a.get("saturate", False))]
     return [x.astype(dt.np)]
 
 
-register_op(OpDef("ik.cast", "convert element type (float to int truncates)", ("x",),
+register_op(OpDef("ik.cast", "convert element type (float to int truncates; to float8: round to nearest even, "
+                  "saturate clamps out-of-range values as ONNX Cast saturate=1)", ("x",),
                   lambda ts, a: [ts[0].with_dtype(a["to"])], _cast_ref, _io_cost(1),
-                  attrs={"to": AttrSpec("dtype")}, traits=frozenset({"elementwise", "pure", "unary"})))
+                  attrs={"to": AttrSpec("dtype"),
+                         "saturate": AttrSpec("bool", False, doc="float8 destinations only: clamp values beyond "
+                                              "the range to the largest finite value (ONNX saturate=1)")},
+                  traits=frozenset({"elementwise", "pure", "unary"})))
+
+
+def bitcast_type(t: TensorType, to: DType) -> TensorType:
+    """The result type of reinterpreting ``t``'s bits as ``to`` (XLA BitcastConvertType): equal widths
+    keep the shape; a narrower ``to`` appends a dim of width ratio; a wider one drops the last dim,
+    which must equal the ratio.  OpError (one line) otherwise."""
+    src = t.dtype
+    if src.is_bool or to.is_bool:
+        raise OpError(f"bitcast cannot reinterpret i1 (bits are not defined for it; use ik.cast), "
+                      f"got {src} -> {to}")
+    a, b = src.bits, to.bits
+    if a == b:
+        return t.with_dtype(to)
+    if a > b:
+        return TensorType(t.shape + (a // b,), to)
+    ratio = b // a
+    if t.rank == 0 or t.shape[-1] != ratio:
+        last = t.shape[-1] if t.rank else "none (rank 0)"
+        raise OpError(f"bitcast {src} -> {to} packs {ratio} elements into one: the last dim must be {ratio}, "
+                      f"got {last} in {t}")
+    return TensorType(t.shape[:-1], to)
+
+
+def _bitcast_ref(xs, a, ctx):
+    to: DType = a["dtype"]
+    x = xs[0]
+    if ctx.op is not None:
+        # The float64 oracle holds floats in f64: the bits are those of the declared type.
+        src = ctx.op.operands[0].type.dtype
+        if x.dtype != src.np:
+            x = x.astype(src.np)
+    shape = ctx.out_shapes[0] if ctx.out_shapes else bitcast_type(TensorType(x.shape, DType.from_numpy(x.dtype)),
+                                                                     to).shape
+    # C-order bytes in the machine's (little-endian) order: element k of a split value is its k-th
+    # least significant part, as XLA and NumPy's view give it.
+    return [np.frombuffer(np.ascontiguousarray(x).tobytes(), dtype=to.np).reshape(shape).copy()]
+
+
+register_op(OpDef("ik.bitcast", "reinterpret the bits as another element type (XLA BitcastConvertType, ONNX "
+                  "BitCast): a narrower type adds a trailing dim, a wider one removes it", ("x",),
+                  lambda ts, a: [bitcast_type(ts[0], a["dtype"])], _bitcast_ref, _move_cost,
+                  attrs={"dtype": AttrSpec("dtype", doc="the element type to reinterpret as")},
+                  traits=frozenset({"pure"})))
 
 register_op(OpDef("ik.dropout", "dropout; the identity at inference", ("x",),
                   lambda ts, a: [ts[0]], lambda xs, a, ctx: [xs[0]], _view_cost,
@@ -634,7 +708,7 @@ def _def_reduce(name: str, fn: Callable) -> None:
         x = xs[0]
         axes = _axes(a, x.ndim)
         with np.errstate(all="ignore"):
-            r = fn(_f(x) if x.dtype.kind == "f" or x.dtype == DType.bf16.np else x, axis=axes,
+            r = fn(_f(x) if is_float_np(x.dtype) else x, axis=axes,
                    keepdims=a.get("keepdims", False))
         return [_out(r, ctx.out_types[0].dtype)]
 
@@ -882,7 +956,7 @@ def _matmul_infer(ts, a):
 def _acc_dtype(x: np.ndarray) -> Any:
     if x.dtype == np.float64:
         return np.float64
-    return np.float32 if x.dtype.kind == "f" or x.dtype == DType.bf16.np else np.int64
+    return np.float32 if is_float_np(x.dtype) else np.int64
 
 
 def _matmul_ref(xs, a, ctx):
@@ -1278,6 +1352,9 @@ def _attention_infer(ts, a):
     hq, hk = q.shape[1], k.shape[1]
     if isinstance(hq, int) and isinstance(hk, int) and (hk == 0 or hq % hk):
         raise OpError(f"query heads {hq} are not a multiple of key/value heads {hk}")
+    cap = a.get("softcap", 0.0)
+    if not (math.isfinite(cap) and cap >= 0):
+        raise OpError(f"softcap must be a finite number >= 0 (0 = no soft-capping), got {cap}")
     scores = (q.shape[0], q.shape[1], q.shape[2], k.shape[2])
     for t, what in zip(ts[3:], ("mask/bias", "bias")):
         try:
@@ -1291,8 +1368,11 @@ def _attention_infer(ts, a):
 
 
 def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None,
-                        bias: np.ndarray | None, scale: float, causal: bool) -> np.ndarray:
-    """Reference attention: softmax(scale·QKᵀ + bias, masked) V, grouped heads repeated.
+                        bias: np.ndarray | None, scale: float, causal: bool, softcap: float = 0.0) -> np.ndarray:
+    """Reference attention: softmax(cap(scale·QKᵀ) + bias, masked) V, grouped heads repeated.
+
+    ``softcap`` > 0 soft-caps the scaled scores before the bias is added:
+    ``cap(s) = softcap · tanh(s / softcap)`` (Gemma 2's logit soft-capping); 0 leaves them as is.
 
     ``mask`` is a boolean keep-mask; masked scores become -inf before softmax.  A
     row with every key masked yields zeros (the convention of FlashAttention and
@@ -1305,6 +1385,8 @@ def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.nd
         v = np.repeat(v, hq // hk, axis=1)
     acc = np.float64 if q.dtype == np.float64 else np.float32
     s = np.matmul(q.astype(acc), np.swapaxes(k.astype(acc), -1, -2)) * acc(scale)
+    if softcap:
+        s = acc(softcap) * np.tanh(s / acc(softcap))
     if bias is not None:
         s = s + bias.astype(acc)
     keep = np.ones(s.shape, dtype=bool)
@@ -1331,7 +1413,8 @@ def _attention_ref(xs, a, ctx):
     q, k, v = (_f(x) for x in xs[:3])
     if mask is not None and mask.dtype != np.bool_:
         raise TypeError("attention mask must be i1")
-    r = attention_reference(q, k, v, mask, None if bias is None else _f(bias), a["scale"], a.get("causal", False))
+    r = attention_reference(q, k, v, mask, None if bias is None else _f(bias), a["scale"], a.get("causal", False),
+                            a.get("softcap", 0.0))
     return [_out(r, ctx.out_types[0].dtype)]
 
 
@@ -1339,15 +1422,18 @@ def _attention_cost(ins, outs, dts, a):
     b, h, sq, d = ins[0]
     sk = ins[1][2]
     dv = ins[2][3]
-    flops = 2.0 * b * h * sq * sk * (d + dv) + 5.0 * b * h * sq * sk
+    flops = 2.0 * b * h * sq * sk * (d + dv) + (7.0 if a.get("softcap") else 5.0) * b * h * sq * sk
     return Cost(flops, _nbytes(ins, dts[:len(ins)]), _nbytes(outs, dts[len(ins):]))
 
 
 register_op(OpDef(
     "ik.attention",
-    "fused attention softmax(scale*Q*K^T + bias, mask, causal) V; K/V heads may divide Q heads (GQA)",
+    "fused attention softmax(cap(scale*Q*K^T) + bias, mask, causal) V, cap(s) = softcap*tanh(s/softcap) "
+    "when softcap > 0; K/V heads may divide Q heads (GQA)",
     ("q", "k", "v", "mask?", "bias?"), _attention_infer, _attention_ref, _attention_cost,
-    attrs={"scale": AttrSpec("float"), "causal": AttrSpec("bool", False)},
+    attrs={"scale": AttrSpec("float"), "causal": AttrSpec("bool", False),
+           "softcap": AttrSpec("float", 0.0, doc="logit soft-cap (Gemma 2): scores become "
+                               "softcap*tanh(scores/softcap) before bias and mask; 0 = none")},
     traits=frozenset({"pure", "reorders", "fused"})))
 
 
@@ -1475,5 +1561,5 @@ def op_cost(op: Op, bindings: Mapping[str, int]) -> Cost:
 __all__ = [
     "OPS", "OpDef", "AttrSpec", "Cost", "OpError", "RefContext", "register_op", "get_op", "infer_types",
     "op_cost", "named_operands", "segment_sizes", "SEGMENTS", "UNARY", "BINARY", "COMPARE", "LOGICAL",
-    "attention_reference", "REQUIRED", "scan_identity", "wrap_indices",
+    "attention_reference", "REQUIRED", "scan_identity", "wrap_indices", "bitcast_type", "to_float8",
 ]

@@ -29,6 +29,10 @@ class DType(enum.Enum):
     f32 = "f32"
     f16 = "f16"
     bf16 = "bf16"
+    f8e4m3fn = "f8E4M3FN"
+    f8e4m3fnuz = "f8E4M3FNUZ"
+    f8e5m2 = "f8E5M2"
+    f8e5m2fnuz = "f8E5M2FNUZ"
     i64 = "i64"
     i32 = "i32"
     i16 = "i16"
@@ -50,7 +54,12 @@ class DType(enum.Enum):
 
     @property
     def is_float(self) -> builtins.bool:
-        return self in (DType.f64, DType.f32, DType.f16, DType.bf16)
+        return self in (DType.f64, DType.f32, DType.f16, DType.bf16) or self in _FLOAT8
+
+    @property
+    def is_float8(self) -> builtins.bool:
+        """One of the 8-bit float types (f8E4M3FN, f8E4M3FNUZ, f8E5M2, f8E5M2FNUZ; ONNX FLOAT8*)."""
+        return self in _FLOAT8
 
     @property
     def is_int(self) -> builtins.bool:
@@ -81,12 +90,16 @@ class DType(enum.Enum):
 
     @staticmethod
     def parse(text: str) -> DType:
-        """Parse an MLIR element type name (``f32``, ``i1``, ``bool``...)."""
+        """Parse an MLIR element type name (``f32``, ``i1``, ``bool``, ``f8E4M3FN``...); the
+        float8 names are also accepted in lower case (``f8e4m3fn``)."""
         if text == "bool":
             return DType.bool
         try:
             return DType(text)
         except ValueError:
+            low = _LOWER_NAMES.get(text.lower())
+            if low is not None and text.startswith("f8"):
+                return low
             raise ValueError(
                 f"unknown element type '{text}' (expected one of "
                 f"{', '.join(d.value for d in DType)})"
@@ -107,6 +120,10 @@ _NP: dict[DType, np.dtype] = {
     DType.f32: np.dtype(np.float32),
     DType.f16: np.dtype(np.float16),
     DType.bf16: np.dtype(ml_dtypes.bfloat16),
+    DType.f8e4m3fn: np.dtype(ml_dtypes.float8_e4m3fn),
+    DType.f8e4m3fnuz: np.dtype(ml_dtypes.float8_e4m3fnuz),
+    DType.f8e5m2: np.dtype(ml_dtypes.float8_e5m2),
+    DType.f8e5m2fnuz: np.dtype(ml_dtypes.float8_e5m2fnuz),
     DType.i64: np.dtype(np.int64),
     DType.i32: np.dtype(np.int32),
     DType.i16: np.dtype(np.int16),
@@ -119,6 +136,22 @@ _NP: dict[DType, np.dtype] = {
 }
 _SIGNED = frozenset({DType.i8, DType.i16, DType.i32, DType.i64})
 _UNSIGNED = frozenset({DType.ui8, DType.ui16, DType.ui32, DType.ui64})
+_FLOAT8 = frozenset({DType.f8e4m3fn, DType.f8e4m3fnuz, DType.f8e5m2, DType.f8e5m2fnuz})
+_LOWER_NAMES = {d.value.lower(): d for d in _FLOAT8}
+_NP_FLOATS = frozenset(_NP[d] for d in (DType.bf16, *_FLOAT8))
+
+
+def is_float_np(dt: _NumpyDType | type) -> bool:
+    """A NumPy dtype holding floats: IEEE (kind ``f``) or an ml_dtypes one (bf16, float8),
+    whose ``kind`` is ``V``."""
+    dt = np.dtype(dt)
+    return dt.kind == "f" or dt in _NP_FLOATS
+
+
+def is_ml_float_np(dt: _NumpyDType | type) -> bool:
+    """An ml_dtypes float (bf16 or a float8 type): NumPy computes poorly or not at all in these (and
+    ``float8_e5m2`` even reports kind ``f``), so kernels widen them to f32 first."""
+    return np.dtype(dt) in _NP_FLOATS
 
 
 # ---------------------------------------------------------------------------
@@ -511,6 +544,8 @@ def promote(a: DType, b: DType) -> DType:
         return a
     if {a, b} == {DType.bf16, DType.f16}:
         return DType.f32
+    if a.is_float8 and b.is_float8:
+        return DType.f16  # holds every value of each float8 type
     if a.is_int and b.is_int and a.is_signed != b.is_signed:
         # NumPy's rule: a signed type wide enough for both, i64 at most.
         u, s = (a, b) if a.is_unsigned else (b, a)
@@ -519,7 +554,7 @@ def promote(a: DType, b: DType) -> DType:
 
 
 _PROMOTE_ORDER = [DType.bool, DType.ui8, DType.i8, DType.ui16, DType.i16, DType.ui32, DType.i32, DType.ui64,
-                  DType.i64, DType.bf16, DType.f16, DType.f32, DType.f64]
+                  DType.i64, DType.f8e4m3fnuz, DType.f8e4m3fn, DType.f8e5m2fnuz, DType.f8e5m2, DType.bf16, DType.f16, DType.f32, DType.f64]
 
 
 def is_pow2(n: int) -> bool:
@@ -529,5 +564,5 @@ def is_pow2(n: int) -> bool:
 __all__ = [
     "DType", "SymDim", "Dim", "TensorType", "parse_dim", "dim_add", "dim_sub", "dim_mul",
     "dim_prod", "dim_floordiv", "eval_dim", "static_dim", "static_shape", "broadcast_shapes", "shape_str",
-    "normalize_axis", "promote",
+    "normalize_axis", "promote", "is_float_np", "is_ml_float_np",
 ]

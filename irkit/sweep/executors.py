@@ -18,7 +18,7 @@ back the job to try again (the driver decides retries).  Outcomes have a
   the custom resource naming the host CPU model), and a timing job takes that
   resource's single unit, so one timing job runs per machine at a time.
 
-In every executor at most one timing job (``bench``) runs per machine at a time.
+In every executor at most one timing job (``bench``, ``generate``) runs per machine at a time.
 """
 
 from __future__ import annotations

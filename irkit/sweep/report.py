@@ -25,7 +25,16 @@ def headline(r: ResultRow) -> str:
     if r.measurement == "bench":
         return (f"{x.get('median', 0) * 1e3:.3f} ms (±{100 * x.get('spread', 0):.0f}%, "
                 f"compile {x.get('compile_seconds', 0):.2f} s)")
+    if r.measurement == "generate":
+        return (f"TTFT {x.get('ttft_seconds', 0) * 1e3:.2f} ms, {x.get('decode_tokens_per_second', 0):.1f} decode "
+                f"tok/s (batch {x.get('batch', 1)}, prompt {x.get('prompt_len', 0)}, compile "
+                f"{x.get('compile_seconds', 0):.2f} s)")
     return json.dumps(x)
+
+
+def _tile(r: ResultRow) -> str:
+    t = r.options.get("tile")
+    return "x".join(str(v) for v in t) if t else "-"
 
 
 def _bind(r: ResultRow) -> str:
@@ -37,14 +46,14 @@ def markdown(rows: Sequence[ResultRow], title: str = "Sweep") -> str:
     failed = sum(r.status == "failed" for r in rows)
     summary = f"{len(rows)} results: {ok} ok, {failed} failed, {len(rows) - ok - failed} unavailable here."
     lines = [f"# {title}", "", summary, ""]
-    for meas in ("check", "bench", "estimate"):
+    for meas in ("check", "bench", "generate", "estimate"):
         rs = [r for r in rows if r.measurement == meas]
         if not rs:
             continue
-        lines += [f"## {meas}", "", "| model | frontend | pipeline | target | dims | result | s |",
-                  "|---|---|---|---|---|---|---|"]
-        for r in sorted(rs, key=lambda r: (r.model, r.frontend, r.pipeline, r.target, _bind(r))):
-            lines.append(f"| {r.model} | {r.frontend} | {r.pipeline or '-'} | {r.target} | {_bind(r)} | "
+        lines += [f"## {meas}", "", "| model | frontend | pipeline | target | dims | tile | result | s |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for r in sorted(rs, key=lambda r: (r.model, r.frontend, r.pipeline, r.target, _bind(r), _tile(r))):
+            lines.append(f"| {r.model} | {r.frontend} | {r.pipeline or '-'} | {r.target} | {_bind(r)} | {_tile(r)} | "
                          f"{headline(r).replace('|', '/')} | {r.duration:.2f} |")
         lines.append("")
     return "\n".join(lines)
@@ -55,6 +64,7 @@ def flat(r: ResultRow) -> dict[str, Any]:
     d = {k: v for k, v in r.as_dict().items() if k not in ("result", "versions", "machine", "options", "params",
                                                           "bindings")}
     d["bindings"] = _bind(r)
+    d["tile"] = _tile(r)
     d["versions"] = ",".join(f"{k}={v}" for k, v in sorted(r.versions.items()))
     d["machine"] = r.machine.get("cpu", "")
     for k, v in sorted(r.result.items()):

@@ -11,6 +11,7 @@ on the same input fails the same way), but a later run tries it again.
 
 from __future__ import annotations
 
+import json
 import statistics
 import sys
 import time
@@ -20,11 +21,11 @@ from typing import Any
 
 from . import work
 from .executors import Executor, Job
-from .spec import SweepSpec, Task
+from .spec import SweepSpec, Task, is_factory
 from .store import ResultRow, Store
 
 DONE = ("ok", "unavailable")
-DEFAULT_SECONDS = {"build": 10.0, "estimate": 1.0, "check": 4.0, "bench": 6.0}
+DEFAULT_SECONDS = {"build": 10.0, "estimate": 1.0, "check": 4.0, "bench": 6.0, "generate": 15.0}
 """Per-kind time guesses for ``--dry-run`` when the store has no past durations."""
 
 
@@ -76,6 +77,21 @@ def target_hardware(target: str) -> str:
     return "gpu" if "gpu" in kind or "simt" in kind else "tpu" if "tpu" in kind or "systolic" in kind else "cpu"
 
 
+BuildId = tuple[str, str, str]
+"""(source, build frontend, build options as JSON) of a task's model."""
+
+
+def build_of(t: Task) -> BuildId:
+    """What a task's model is built from: a ``generate`` task of a zoo or factory model gets the
+    model's decode function (exported for its ``[generate]`` batch and cache length), the others
+    the import of the source with the task's frontend."""
+    if t.measurement == "generate" and (t.source.startswith("zoo:") or is_factory(t.source)):
+        p = dict(t.params)
+        opts = {"batch": p.get("batch", 1), "max_cache_len": p.get("max_cache_len", 0), "seed": p.get("seed", 0)}
+        return t.source, work.DECODE, json.dumps(opts, sort_keys=True)
+    return t.source, t.frontend, ""
+
+
 class Sweep:
     """One sweep over one store with one executor."""
 
@@ -93,21 +109,23 @@ class Sweep:
 
     # -- builds ----------------------------------------------------------------
 
-    def _builds(self, tasks: list[Task], run: bool, summary: Summary) -> dict[tuple[str, str], tuple[str, str]]:
-        """``(source, frontend) -> (ir_hash, ir_text)``, from the store or built now (when ``run``)."""
-        pairs: dict[tuple[str, str], str] = {}
+    def _builds(self, tasks: list[Task], run: bool, summary: Summary) -> dict[BuildId, tuple[str, str]]:
+        """:func:`build_of` -> ``(ir_hash, ir_text)``, from the store or built now (when ``run``)."""
+        pairs: dict[BuildId, str] = {}
         for t in tasks:
-            pairs.setdefault((t.source, t.frontend), t.model)
-        have: dict[tuple[str, str], tuple[str, str]] = {}
+            pairs.setdefault(build_of(t), t.model)
+        have: dict[BuildId, tuple[str, str]] = {}
         missing: list[Job] = []
-        for (src, fe), model in pairs.items():
-            bkey = work.build_key(src, fe)
+        for (src, fe, opts), model in pairs.items():
+            options = json.loads(opts) if opts else None
+            bkey = work.build_key(src, fe, options)
             got = self.store.get_build(bkey)
             if got:
-                have[(src, fe)] = got
+                have[(src, fe, opts)] = got
             else:
-                missing.append(Job(f"build {model} [{fe}]", {"kind": "build", "source": src, "frontend": fe},
-                                   info={"bkey": bkey, "model": model, "pair": (src, fe)}))
+                missing.append(Job(f"build {model} [{fe}]", {"kind": "build", "source": src, "frontend": fe,
+                                                            "options": options},
+                                   info={"bkey": bkey, "model": model, "pair": (src, fe, opts)}))
         if not run or not missing:
             return have
         self.log(f"building {len(missing)} model(s) ({len(pairs) - len(missing)} cached in the store)")
@@ -151,26 +169,27 @@ class Sweep:
             self._bind_cache[k] = work.effective_bindings(ir_text, dict(shape))
         return self._bind_cache[k]
 
-    def plan(self, tasks: list[Task], builds: dict[tuple[str, str], tuple[str, str]]) -> tuple[list[Planned], int]:
+    def plan(self, tasks: list[Task], builds: dict[BuildId, tuple[str, str]]) -> tuple[list[Planned], int]:
         """Keyed tasks (duplicates by key dropped) and the count of tasks whose build is missing."""
         out: dict[str, Planned] = {}
         blocked = 0
         for t in tasks:
-            b = builds.get((t.source, t.frontend))
+            b = builds.get(build_of(t))
             if b is None:
                 blocked += 1
                 continue
             ir_hash, ir_text = b
-            bind = self._bindings(ir_hash, ir_text, t.bindings)
+            # Generation binds the token count itself (1 per decode step, the prompt for prefill).
+            bind = {} if t.measurement == "generate" else self._bindings(ir_hash, ir_text, t.bindings)
             params = dict(t.params)
             mach = self.machine if work.measures_hardware(t.measurement) else {}
-            key = work.task_key(ir_hash, t.full_pipeline, t.target, {}, bind, t.measurement, params, self.versions,
-                                mach)
+            key = work.task_key(ir_hash, t.full_pipeline, t.target, t.options, bind, t.measurement, params,
+                                self.versions, mach)
             if key in out:
                 continue
             job = Job(t.label(), {"kind": "measure", "ir_text": ir_text, "pipeline": t.full_pipeline,
                                   "target": t.target, "measurement": t.measurement, "bindings": bind,
-                                  "params": params},
+                                  "params": params, "options": t.options},
                       timing=work.is_timing(t.measurement), hardware=self._hardware(t.target, t.measurement),
                       info={"key": key})
             out[key] = Planned(t, key, ir_hash, bind, job)
@@ -243,8 +262,8 @@ class Sweep:
         s.in_store = len(planned) - len(todo)
         dupes = len(tasks) - len(planned) - blocked
         if dry_run:
-            unbuilt = [t for t in tasks if (t.source, t.frontend) not in builds]
-            n_builds = len({(t.source, t.frontend) for t in unbuilt})
+            unbuilt = [t for t in tasks if build_of(t) not in builds]
+            n_builds = len({build_of(t) for t in unbuilt})
             s.to_run = len(todo) + len(unbuilt)
             s.estimate_seconds, s.estimated_from_past, s.estimated_by_default = self.estimate_seconds(
                 todo, unbuilt, n_builds)
@@ -266,7 +285,7 @@ class Sweep:
             row_status = "ok" if st == "ok" else "unavailable" if st == "unavailable" else "failed"
             t = p.task
             row = ResultRow(key=p.key, status=row_status, model=t.model, frontend=t.frontend, ir_hash=p.ir_hash,
-                            pipeline=t.full_pipeline, target=t.target, options={}, bindings=p.bindings,
+                            pipeline=t.full_pipeline, target=t.target, options=t.options, bindings=p.bindings,
                             measurement=t.measurement, params=dict(t.params), versions=self.versions,
                             machine=self.machine if work.measures_hardware(t.measurement) else {},
                             commit_id=self.commit, sweep=self.spec.name, result=out["result"], error=out["error"],
@@ -294,4 +313,4 @@ class Sweep:
         return s
 
 
-__all__ = ["DEFAULT_SECONDS", "Planned", "Summary", "Sweep", "target_hardware"]
+__all__ = ["DEFAULT_SECONDS", "BuildId", "Planned", "Summary", "Sweep", "build_of", "target_hardware"]

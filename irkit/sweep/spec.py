@@ -11,6 +11,7 @@ the ``exclude`` rules::
     dtypes = ["f32"]                      # f32: as imported; bf16/f16: + mixed-precision{compute=...}
     measurements = ["estimate", "check", "bench"]
     shapes = [{B = 1, S = 8}, {B = 2, S = 16}]
+    tiles = ["default", [32, 128, 128], {m = [32, 64], n = [256], k = [128, 256]}]   # matmul tiles
 
     [[exclude]]
     measurement = "bench"
@@ -31,7 +32,7 @@ from typing import Any
 
 from irkit.errors import InputError
 
-MEASUREMENTS = ("estimate", "check", "bench")
+MEASUREMENTS = ("estimate", "check", "bench", "generate")
 FRONTENDS = ("auto", "torch", "jax", "stablehlo", "onnx")
 DTYPES = ("f32", "bf16", "f16")
 
@@ -39,10 +40,18 @@ DEFAULT_PARAMS: dict[str, dict[str, Any]] = {
     "estimate": {},
     "check": {"seed": 0},
     "bench": {"warmup": 2, "repeats": 10, "max_seconds": 5.0},
+    "generate": {"prompt_len": 8, "new_tokens": 16, "batch": 1, "max_cache_len": 0, "warmup_tokens": 3, "seed": 0},
 }
+"""Each measurement's options (a spec's ``[bench]``, ``[generate]``, ... tables override them).
+``generate``: ``max_cache_len`` 0 is the model's default; ``warmup_tokens`` are generated once
+before the timed run."""
+
+Tile = tuple[int, int, int]
+"""A matmul tile, (tile_m, tile_n, tile_k): what ``tile-matmul`` records in a matmul's ``tile``
+attribute and the ``tvm-llvm`` matmul kernel reads."""
 
 _TOP_KEYS = {"name", "models", "frontends", "pipelines", "targets", "dtypes", "measurements", "shapes", "exclude",
-             "timeout", "retries", "seed", "estimate", "check", "bench", "hardware"}
+             "timeout", "retries", "seed", "estimate", "check", "bench", "generate", "hardware", "tiles"}
 
 
 @dataclass(frozen=True)
@@ -60,11 +69,20 @@ class Task:
     measurement: str
     bindings: tuple[tuple[str, int], ...]
     params: tuple[tuple[str, Any], ...]
+    tile: Tile | None = None
+    """The tile set on every matmul after the pipeline; None keeps what the pipeline left."""
 
     def axis(self, name: str) -> Any:
         if name in ("model", "frontend", "pipeline", "dtype", "target", "measurement"):
             return getattr(self, name)
+        if name == "tile":
+            return tile_name(self.tile)
         return dict(self.bindings).get(name)
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The task's options beyond the pipeline (part of its key): the matmul tile."""
+        return {"tile": list(self.tile)} if self.tile else {}
 
     @property
     def full_pipeline(self) -> str:
@@ -77,7 +95,7 @@ class Task:
     def label(self) -> str:
         b = ",".join(f"{k}={v}" for k, v in self.bindings)
         return (f"{self.measurement} {self.model} [{self.frontend}] | {self.full_pipeline or '-'} | {self.target}"
-                + (f" | {b}" if b else ""))
+                + (f" | {b}" if b else "") + (f" | tile={tile_name(self.tile)}" if self.tile else ""))
 
 
 @dataclass
@@ -97,6 +115,8 @@ class SweepSpec:
     """Hardware specs estimated in addition to the targets' own (tpu-v5e, h100, ...)."""
     exclude: list[dict[str, Any]] = field(default_factory=list)
     params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    tiles: list[Tile | None] = field(default_factory=lambda: [None])
+    """Matmul tiles to measure each task with (None: as the pipeline leaves them)."""
     timeout: float = 600.0
     retries: int = 2
 
@@ -119,11 +139,16 @@ class SweepSpec:
     def tasks(self) -> list[Task]:
         """Every task of the sweep, in a stable order (the cartesian product minus exclusions)."""
         out: list[Task] = []
-        for model, fe, pipe, dt, meas, shape in itertools.product(self.models, self.frontends, self.pipelines,
-                                                                   self.dtypes, self.measurements, self.shapes):
+        seen: set[Task] = set()
+        for model, fe, pipe, dt, meas, shape, tile in itertools.product(
+                self.models, self.frontends, self.pipelines, self.dtypes, self.measurements, self.shapes, self.tiles):
             targets = list(self.targets)
             if meas == "estimate":
                 targets += [h for h in self.hardware if h not in targets]
+                if tile is not None:
+                    continue  # the analytic estimate does not model tiles
+            if meas == "generate":
+                shape = {}  # generation takes its sizes from [generate]; one task, not one per shape
             src = self.source_of(model)
             if not is_factory(src):
                 if fe != self.frontends[0]:
@@ -131,10 +156,51 @@ class SweepSpec:
                 fe = "auto"
             for tgt in targets:
                 t = Task(model, src, fe, pipe, dt, tgt, meas, tuple(sorted(shape.items())),
-                         tuple(sorted(self.params.get(meas, {}).items())))
-                if not self.excluded(t):
+                         tuple(sorted(self.params.get(meas, {}).items())), tile)
+                if not self.excluded(t) and t not in seen:
+                    seen.add(t)
                     out.append(t)
         return out
+
+
+def tile_name(tile: Tile | None) -> str:
+    """``64x256x256`` (m x n x k), or ``default``: how exclude rules and reports name a tile."""
+    return "default" if tile is None else "x".join(str(v) for v in tile)
+
+
+def parse_tiles(raw: Any, path: Path) -> list[Tile | None]:
+    """The ``tiles`` axis: a list of ``"default"``, ``[m, n, k]`` and tile spaces ``{m = [...], n = [...],
+    k = [...]}`` (their product); a single entry may stand alone.  Duplicates are dropped, order kept."""
+    entries = raw if isinstance(raw, list) and not (len(raw) == 3 and all(isinstance(v, int) for v in raw)) \
+        else [raw]
+    if not entries:
+        raise InputError(f"{path}: 'tiles' must not be empty; use [\"default\"] or leave it out")
+    out: list[Tile | None] = []
+
+    def positive(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+    for e in entries:
+        if e == "default":
+            cands: list[Tile | None] = [None]
+        elif isinstance(e, list) and len(e) == 3 and all(positive(v) for v in e):
+            cands = [(int(e[0]), int(e[1]), int(e[2]))]
+        elif isinstance(e, dict) and set(e) <= {"m", "n", "k"} and e:
+            axes = []
+            for name in ("m", "n", "k"):
+                vs = e.get(name)
+                if vs is None:
+                    raise InputError(f"{path}: tiles: the tile space {e!r} has no '{name}' (give m, n and k lists)")
+                vs = vs if isinstance(vs, list) else [vs]
+                if not vs or not all(positive(v) for v in vs):
+                    raise InputError(f"{path}: tiles: '{name}' = {e[name]!r} must be positive integers")
+                axes.append([int(v) for v in vs])
+            cands = [(m, n, k) for m, n, k in itertools.product(*axes)]
+        else:
+            raise InputError(f"{path}: tiles: {e!r} is not a tile; use \"default\", [tile_m, tile_n, tile_k] of "
+                             "positive integers, or a space like {m = [32, 64], n = [128, 256], k = [256]}")
+        out += [c for c in cands if c not in out]
+    return out
 
 
 def is_factory(source: str) -> bool:
@@ -219,18 +285,25 @@ def load_spec(path: str | Path) -> SweepSpec:
                                  f"{', '.join(params[m]) or '(none)'}")
             if not isinstance(v, type(params[m][k])) and not (isinstance(v, int) and isinstance(params[m][k], float)):
                 raise InputError(f"{path}: [{m}] {k} must be a {type(params[m][k]).__name__}")
+            if m == "generate" and (v < 0 or (v == 0 and k not in ("max_cache_len", "warmup_tokens", "seed"))):
+                raise InputError(f"{path}: [generate] {k} must be {'>= 0' if k == 'max_cache_len' else '>= 1'}, "
+                                 f"got {v}")
             params[m][k] = v
     if "seed" in data:
         params["check"]["seed"] = int(data["seed"])
+        if "seed" not in data.get("generate", {}):
+            params["generate"]["seed"] = int(data["seed"])
     timeout = data.get("timeout", 600)
     retries = data.get("retries", 2)
     if not isinstance(timeout, (int, float)) or timeout <= 0:
         raise InputError(f"{path}: 'timeout' must be a positive number of seconds per task")
     if not isinstance(retries, int) or retries < 0:
         raise InputError(f"{path}: 'retries' must be a non-negative integer")
+    tiles = parse_tiles(data["tiles"], p) if "tiles" in data else [None]
     return SweepSpec(name=str(data.get("name", p.stem)), path=p.resolve(), models=models, frontends=frontends,
                      pipelines=pipelines, targets=targets, dtypes=dtypes, measurements=meas, shapes=shapes,
-                     hardware=hardware, exclude=exclude, params=params, timeout=float(timeout), retries=retries)
+                     hardware=hardware, exclude=exclude, params=params, timeout=float(timeout), retries=retries,
+                     tiles=tiles)
 
 
-__all__ = ["DTYPES", "FRONTENDS", "MEASUREMENTS", "SweepSpec", "Task", "load_spec"]
+__all__ = ["DTYPES", "FRONTENDS", "MEASUREMENTS", "SweepSpec", "Task", "Tile", "load_spec", "parse_tiles", "tile_name"]

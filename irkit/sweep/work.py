@@ -123,9 +123,10 @@ def _file_digest(path: str) -> str:
     return h.hexdigest()
 
 
-def build_key(source: str, frontend: str) -> str:
+def build_key(source: str, frontend: str, options: Mapping[str, Any] | None = None) -> str:
     """Key of a build: the source's content (the file, or a factory's .py file; a zoo model's
-    name), the frontend and the versions that import it."""
+    name), the frontend, the build's options (a decode export's batch and cache length) and the
+    versions that import it."""
     if source.startswith("zoo:"):
         content = source
     elif ":" in source and source.rsplit(":", 1)[0].endswith(".py"):
@@ -133,7 +134,10 @@ def build_key(source: str, frontend: str) -> str:
         content = _file_digest(f) + ":" + fac
     else:
         content = _file_digest(source)
-    return digest({"source": content, "frontend": frontend, "versions": versions()})
+    key: dict[str, Any] = {"source": content, "frontend": frontend, "versions": versions()}
+    if options:
+        key["options"] = dict(options)
+    return digest(key)
 
 
 def task_key(ir_hash: str, pipeline: str, target: str, options: Mapping[str, Any], bindings: Mapping[str, int],
@@ -151,20 +155,66 @@ def measures_hardware(measurement: str) -> bool:
 
 def is_timing(measurement: str) -> bool:
     """Timing tasks run one at a time per machine."""
-    return measurement == "bench"
+    return measurement in ("bench", "generate")
 
 
 # ---------------------------------------------------------------------------
 # the work
 
 
-def build(source: str, frontend: str) -> dict[str, Any]:
-    """Import ``source`` with ``frontend`` into irkit IR text (resources inline)."""
+DECODE = "decode"
+"""The build "frontend" of a ``generate`` task's zoo or factory model: its decode function."""
+
+
+def _decode_module(source: str, options: Mapping[str, Any]) -> Any:
+    """The decode function (KV cache as aliased state) of a zoo decoder LM (``zoo:NAME[:toy|full]``) or
+    of ``FILE.py:FACTORY`` returning an :class:`irkit.zoo.decode.DecodeModel`, a decode Module or a
+    transformers decoder LM."""
+    from irkit.errors import InputError
+    from irkit.ir import Module
+    from irkit.zoo.decode import DecodeModel
+
+    batch = int(options.get("batch", 1))
+    cache = int(options.get("max_cache_len", 0)) or None
+    if source.startswith("zoo:"):
+        from irkit.zoo.build import as_size
+        from irkit.zoo.decode import decode_model
+
+        _, name, *rest = source.split(":")
+        dm = decode_model(name, as_size(rest[0]) if rest else "toy", batch=batch, max_cache_len=cache,
+                          seed=int(options.get("seed", 0)))
+        return dm.decode
+    from irkit.frontends.torch_export import load_factory_spec
+
+    result, _ = load_factory_spec(source)
+    if isinstance(result, tuple) and result:
+        result = result[0]
+    if isinstance(result, DecodeModel):
+        return result.decode
+    if isinstance(result, Module):
+        return result
+    if hasattr(result, "generation_config") and hasattr(result, "config"):
+        from irkit.zoo.decode import export_static, import_static
+
+        model = result.eval()
+        model.config.use_cache = True
+        cfg = model.config
+        limit = getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None) or 1024
+        return import_static(export_static(model, batch, cache or min(limit, 1024), None), source)
+    raise InputError(f"{source}: the factory returned a {type(result).__name__}; a generate task needs a "
+                     "DecodeModel, a decode Module or a transformers decoder LM")
+
+
+def build(source: str, frontend: str, options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Import ``source`` with ``frontend`` into irkit IR text (resources inline); frontend
+    :data:`DECODE` exports a decoder's decode function (``options``: batch, max_cache_len, seed)."""
     from irkit.ir.verify import verify
     from irkit.text.io import module_text
 
     t0 = time.perf_counter()
-    if source.startswith("zoo:"):
+    if frontend == DECODE:
+        m = _decode_module(source, options or {})
+    elif source.startswith("zoo:"):
         from irkit.frontends.torch_export import import_torch_factory
         from irkit.zoo import factory
         from irkit.zoo.build import as_size
@@ -217,10 +267,28 @@ class Unavailable(Exception):
     """The target cannot do this measurement on this machine; not a failure, not retried."""
 
 
+def set_tiles(module: Any, tile: Any) -> int:
+    """Set ``tile`` = (tile_m, tile_n, tile_k) on every float ``ik.matmul`` / ``ik.contract`` of
+    ``module`` (in place), as ``tile-matmul`` would; returns how many.  The ``tvm-llvm`` kernel
+    clamps a tile to its problem; targets without a tiled matmul ignore the attribute."""
+    n = 0
+    t = tuple(int(v) for v in tile)
+    for f in module.functions:
+        for op in f.walk():
+            if op.name in ("ik.matmul", "ik.contract") and op.results and op.results[0].type.dtype.is_float:
+                attrs = dict(op.attrs)
+                attrs["tile"] = t
+                attrs.pop("dataflow", None)
+                op.attrs = attrs
+                n += 1
+    return n
+
+
 def measure(ir_text: str, pipeline: str, target: str, measurement: str, bindings: Mapping[str, int],
-            params: Mapping[str, Any]) -> dict[str, Any]:
+            params: Mapping[str, Any], options: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Run one measurement; returns its numbers (raises on failure, :class:`Unavailable` when
-    the target cannot run here)."""
+    the target cannot run here).  ``options``: ``tile`` = [m, n, k] set on every matmul after the
+    pipeline (:func:`set_tiles`)."""
     from irkit.passmanager import run_pipeline
     from irkit.text.parser import parse_module
 
@@ -228,6 +296,12 @@ def measure(ir_text: str, pipeline: str, target: str, measurement: str, bindings
     m = original.clone()
     if pipeline:
         run_pipeline(m, pipeline)
+    tiled = set_tiles(m, options["tile"]) if options and options.get("tile") else None
+    if measurement == "generate":
+        res = _generate(m, target, params)
+        if tiled is not None:
+            res["matmuls_tiled"] = tiled
+        return res
     b = _bindings_for(m.entry, bindings)
     if measurement == "estimate":
         from irkit.targets.estimate import estimate, peak_for
@@ -252,16 +326,68 @@ def measure(ir_text: str, pipeline: str, target: str, measurement: str, bindings
 
         oracle = run(original, xs, float64=True)
         rep = compare_all(t.run(art, xs), oracle, module_tolerance(m))
-        return {"ok": rep.ok, "max_abs": rep.max_abs, "max_rel": rep.max_rel, "compile_seconds": art.compile_seconds,
-                "outputs": len(rep.comparisons)}
+        out = {"ok": rep.ok, "max_abs": rep.max_abs, "max_rel": rep.max_rel, "compile_seconds": art.compile_seconds,
+               "outputs": len(rep.comparisons)}
+        if tiled is not None:
+            out["matmuls_tiled"] = tiled
+        return out
     if measurement == "bench":
         from irkit.bench import measure as time_it
 
         tm = time_it(lambda: t.run(art, xs), warmup=int(params.get("warmup", 2)),
                      repeats=int(params.get("repeats", 10)), max_seconds=float(params.get("max_seconds", 5.0)))
-        return {"median": tm.median, "p90": tm.percentile(90), "spread": tm.spread, "samples": len(tm.samples),
-                "compile_seconds": art.compile_seconds}
+        out = {"median": tm.median, "p90": tm.percentile(90), "spread": tm.spread, "samples": len(tm.samples),
+               "compile_seconds": art.compile_seconds}
+        if tiled is not None:
+            out["matmuls_tiled"] = tiled
+        return out
     raise ValueError(f"unknown measurement '{measurement}'")
+
+
+def _generate(m: Any, target: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """Greedy generation with the KV cache, as ``irkit bench --generate`` measures it: lower the
+    decode function (and, when its token count is symbolic, the same function as prefill for
+    ``prompt_len`` tokens), generate ``warmup_tokens`` once, then time ``new_tokens`` after a random
+    prompt.  Decode tokens/s is batch / the median step (robust on a busy machine)."""
+    import numpy as np
+
+    from irkit.generate import compile_decoder, generate, seq_bindings
+    from irkit.targets.registry import get_target
+    from irkit.zoo.decode import DecodeModel, DecodeRoles
+
+    tg = get_target(target)
+    av = tg.availability()
+    if not av.can_run:
+        raise Unavailable(f"target '{target}' cannot run here: {av.reason or av.label}")
+    roles = DecodeRoles.of(m, "sweep model")
+    fn = m.entry
+    b = seq_bindings(m, roles, 1)
+    if b is None:
+        raise ValueError(f"the decode function takes {fn.args[roles.ids].type} token ids; it must take 1 token "
+                         "per call or a symbolic count")
+    dynamic = bool(fn.args[roles.ids].type.symbols)  # a symbolic token count serves as prefill too
+    caches = [fn.args[i].type.concrete_shape(b) for i in roles.state]
+    batch = int(fn.args[roles.ids].type.concrete_shape(b)[0])
+    dm = DecodeModel("sweep", m, m if dynamic else None, batch=batch,
+                     max_cache_len=max((s[2] for s in caches if len(s) >= 3), default=0),
+                     vocab=int(fn.outputs[roles.logits].type.concrete_shape(b)[-1]))
+    plen, new = int(params.get("prompt_len", 8)), int(params.get("new_tokens", 16))
+    prompt = np.random.default_rng(int(params.get("seed", 0))).integers(0, max(dm.vocab, 2), size=(batch, plen),
+                                                                         dtype=np.int64)
+    c = compile_decoder(dm, tg, plen)
+    warm = int(params.get("warmup_tokens", 3))
+    if warm:
+        generate(dm, tg, prompt, min(warm, new), compiled=c)  # first-call allocations
+    r = generate(dm, tg, prompt, new, compiled=c)
+    steps = sorted(r.step_seconds)
+    p50 = float(np.percentile(steps, 50)) if steps else float("nan")
+    return {"ttft_seconds": r.ttft_seconds, "decode_tokens_per_second": batch / p50 if p50 > 0 else float("nan"),
+            "prefill_tokens_per_second": batch * plen / r.ttft_seconds if r.ttft_seconds > 0 else float("nan"),
+            "step_p50_seconds": p50, "step_p99_seconds": float(np.percentile(steps, 99)) if steps else float("nan"),
+            "compile_seconds": c.compile_seconds, "batch": batch, "prompt_len": plen, "new_tokens": new,
+            "prefill": str(r.info.get("prefill", "")),
+            "tokens": [int(t) for t in r.tokens[0]],  # row 0, to compare targets (greedy: the same tokens)
+            "kv_cache_bytes": dm.cache_bytes()}
 
 
 def execute(job: Mapping[str, Any]) -> dict[str, Any]:
@@ -270,10 +396,10 @@ def execute(job: Mapping[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     try:
         if job["kind"] == "build":
-            res = build(job["source"], job["frontend"])
+            res = build(job["source"], job["frontend"], job.get("options"))
         else:
             res = measure(job["ir_text"], job["pipeline"], job["target"], job["measurement"], job["bindings"],
-                          job["params"])
+                          job["params"], job.get("options"))
         status, err = "ok", ""
     except Unavailable as e:
         res, status, err = {}, "unavailable", str(e)
@@ -287,6 +413,7 @@ def execute(job: Mapping[str, Any]) -> dict[str, Any]:
 
 
 __all__ = [
+    "DECODE",
     "Unavailable",
     "build",
     "build_key",
@@ -299,6 +426,7 @@ __all__ = [
     "machine_resource",
     "measure",
     "measures_hardware",
+    "set_tiles",
     "task_key",
     "versions",
 ]

@@ -234,7 +234,35 @@ def _s_cast(rng):
             Sample([_f32(rng, 3, 4, lo=0.5, hi=250.0)], {"to": DType.ui8}, note="ui8"),
             Sample([_ints(rng, 3, 4, lo=-300, hi=300)], {"to": DType.i8}, note="wraps"),
             Sample([_f32(rng, 3, 4)], {"to": DType.bool}, note="i1"),
-            Sample([_SPECIAL_F.copy()], {"to": DType.f16}, note="NaN-Inf")]
+            Sample([_SPECIAL_F.copy()], {"to": DType.f16}, note="NaN-Inf"),
+            *[Sample([_F8_SRC.copy()], {"to": dt, "saturate": sat}, note=f"{dt}{'-sat' if sat else ''}")
+              for dt in _FLOAT8 for sat in (False, True)],
+            *[Sample([np.arange(256, dtype=np.uint8).view(dt.np).reshape(16, 16)], {"to": to}, note=f"all {dt}")
+              for dt, to in zip(_FLOAT8, (DType.f32, DType.f16, DType.f32, DType.bf16))]]
+
+
+_FLOAT8 = (DType.f8e4m3fn, DType.f8e4m3fnuz, DType.f8e5m2, DType.f8e5m2fnuz)
+# Float8 conversion cases: NaN, ±Inf, -0.0, ties to even (1.0625 -> 1.0, 1.1875 -> 1.25 on E4M3), values
+# just inside and beyond each type's largest finite value (240, 448, 57344), subnormals and underflow.
+_F8_SRC = np.array([np.nan, np.inf, -np.inf, -0.0, 1.0625, 1.1875, -2.5, 239.0, 250.0, 448.0, 460.0, 470.0,
+                    -1000.0, 57344.0, 61440.0, 1e6, 0.0039, -0.0019, 1e-6, 3.3],
+                   dtype=np.float32).reshape(4, 5)
+_NEG_NAN_F32 = np.array([0xFFC00000], np.uint32).view(np.float32)[0]
+
+
+def _s_bitcast(rng):
+    f = _SPECIAL_F.copy()
+    f[0, 1] = _NEG_NAN_F32  # NaN with the sign bit
+    words = np.array([0x3F800000, 0x80000000, 0x7F800000, 0xFFC00000, 0x00000001, 0x7F7FFFFF],
+                     np.uint32).view(np.int32).reshape(2, 3)
+    return [Sample([f], {"dtype": DType.i32}, note="f32 NaN -0 Inf"),
+            Sample([words], {"dtype": DType.f32}, note="i32 to f32"),
+            Sample([f], {"dtype": DType.ui8}, note="narrower"),
+            Sample([_ints(rng, 3, 2, lo=0, hi=255, dtype=np.uint8)], {"dtype": DType.f16}, note="wider"),
+            Sample([np.arange(256, dtype=np.uint8).reshape(16, 16)], {"dtype": DType.f8e4m3fn}, note="ui8 to f8"),
+            Sample([_f32(rng, 2, 3).astype(np.float64)], {"dtype": DType.ui32}, note="f64 to ui32"),
+            Sample([_ints(rng, 2, 4, lo=-30000, hi=30000, dtype=np.int16)], {"dtype": DType.bf16}, note="i16 to bf16"),
+            Sample([_ints(rng, 3, 2, dtype=np.int64)], {"dtype": DType.f64}, note="i64 to f64")]
 
 
 def _s_dropout(rng):
@@ -475,7 +503,7 @@ def _s_return(rng):
 
 
 _SPECIAL: dict[str, Callable[[np.random.Generator], list[Sample]]] = {
-    "ik.not": _s_not, "ik.gelu": _s_gelu, "ik.where": _s_where, "ik.cast": _s_cast, "ik.dropout": _s_dropout,
+    "ik.not": _s_not, "ik.gelu": _s_gelu, "ik.where": _s_where, "ik.cast": _s_cast, "ik.bitcast": _s_bitcast, "ik.dropout": _s_dropout,
     **{f"ik.reduce_{k}": _s_reduce for k in ("sum", "mean", "max", "min", "prod")},
     "ik.argmax": _s_arg, "ik.argmin": _s_arg,
     **{f"ik.{k}": _s_scan for k in ("cumsum", "cumprod", "cummax", "cummin")},
@@ -490,6 +518,23 @@ _SPECIAL: dict[str, Callable[[np.random.Generator], list[Sample]]] = {
     "ik.iota": _s_iota, "ik.dim_value": _s_dim_value, "ik.pad": _s_pad, "ik.constant": _s_constant,
     "ik.attention": _s_attention, "ik.fused": _s_fused, "ik.yield": _s_fused, "func.return": _s_return,
 }
+
+
+def _s_cache_attention(rng):
+    """KV-cache attention: a scalar position, per-row positions (0 and T-S), GQA, an extra
+    mask that leaves one query row no key, and a position past the end (clamped to T-S)."""
+    mask = np.ones((1, 1, 2, 6), dtype=bool)
+    mask[0, 0, 0, :] = False
+    return [Sample([_f32(rng, 1, 4, 2, 8), _f32(rng, 1, 2, 2, 8), _f32(rng, 1, 2, 2, 8), _f32(rng, 1, 2, 6, 8),
+                    _f32(rng, 1, 2, 6, 8), np.array(3, np.int64)], {"scale": 0.35}, note="GQA"),
+            Sample([_f32(rng, 2, 2, 1, 4), _f32(rng, 2, 2, 1, 4), _f32(rng, 2, 2, 1, 4), _f32(rng, 2, 2, 5, 4),
+                    _f32(rng, 2, 2, 5, 4), np.array([0, 4], np.int64)], {"scale": 0.5}, note="per-row pos 0 and T-S"),
+            Sample([_f32(rng, 1, 2, 2, 4), _f32(rng, 1, 2, 2, 4), _f32(rng, 1, 2, 2, 4), _f32(rng, 1, 2, 6, 4),
+                    _f32(rng, 1, 2, 6, 4), np.array(9, np.int32), mask], {"scale": 0.5},
+                   note="masked row, pos clamped")]
+
+
+_SPECIAL["ik.cache_attention"] = _s_cache_attention
 
 
 __all__ = ["Sample", "all_samples", "one_op_module", "sample_id", "samples"]

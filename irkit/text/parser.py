@@ -968,8 +968,8 @@ class Parser:
         rec(0)
         if pos != len(body):
             raise self.error("trailing tokens in dense literal", body[pos])
-        if dt is DType.bf16:
-            arr = np.array(vals, dtype=np.float32).astype(dt.np)
+        if dt is DType.bf16 or dt.is_float8:
+            arr = np.array(vals, dtype=np.float64).astype(dt.np)
         else:
             arr = np.array(vals, dtype=dt.np)
         return Dense(arr.reshape(ty.shape), dt)  # type: ignore[arg-type]
@@ -1056,6 +1056,10 @@ def _float_literal(text: str, dt: DType, p: Parser, tok: _Tok) -> float:
         try:
             if dt is DType.bf16:
                 return float(np.array(bits << 16, dtype=np.uint32).view(np.float32))
+            if dt.is_float8:
+                if bits > 0xFF:
+                    raise OverflowError
+                return float(np.array(bits, dtype=np.uint8).view(dt.np).astype(np.float64))
             width = {DType.f16: np.uint16, DType.f32: np.uint32, DType.f64: np.uint64}[dt]
             fl = {DType.f16: np.float16, DType.f32: np.float32, DType.f64: np.float64}[dt]
             return float(np.array(bits, dtype=width).view(fl))

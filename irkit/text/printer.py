@@ -74,8 +74,8 @@ def _hex_bits(v: float, dtype: DType) -> str:
     if dtype is DType.bf16:
         bits = np.array(v, dtype=np.float32).view(np.uint32) >> 16
         return f"0x{int(bits):04X}"
-    npdt = {DType.f16: np.float16, DType.f32: np.float32}.get(dtype, np.float64)
-    raw = np.array(v, dtype=npdt)
+    npdt = dtype.np if dtype.is_float8 else {DType.f16: np.float16, DType.f32: np.float32}.get(dtype, np.float64)
+    raw = np.array(v, dtype=np.float64).astype(npdt)
     width = raw.dtype.itemsize * 2
     return f"0x{int(raw.view(f'u{raw.dtype.itemsize}')):0{width}X}"
 
@@ -381,7 +381,7 @@ def dense_literal(d: Dense) -> str:
 
     if a.size == 0:
         return "[]"
-    vals = a.astype(np.float32) if dt is DType.bf16 else a
+    vals = a.astype(np.float32) if dt is DType.bf16 or dt.is_float8 else a
     return rec(vals)
 
 

@@ -141,12 +141,23 @@ def build_lm(name: str, size: Size = "toy", seed: int = 0) -> Any:
     if arch.family != "decoder":
         raise ZooError(f"zoo '{name}' is a {arch.family} model; generation needs a decoder LM "
                        f"(one of: {', '.join(decoder_names())})")
-    cfg = make_config(arch, size, attn="sdpa")
-    cfg.use_cache = True
     cls = getattr(transformers, arch.model_class)
-    torch.manual_seed(seed)
-    with _quiet_transformers():
-        model = cls(cfg).eval()
+    model = None
+    for attn in ("sdpa", "eager"):  # eager where transformers has no SDPA path (bloom, gemma2's soft-capping)
+        cfg = make_config(arch, size, attn=attn)
+        cfg.use_cache = True
+        if getattr(cfg, "multi_query", False) and not getattr(cfg, "new_decoder_architecture", True):
+            # falcon's multi-query attention keeps one KV head, the static cache sizes itself from the config
+            cfg.num_kv_heads = 1
+            cfg.num_key_value_heads = 1
+        torch.manual_seed(seed)
+        try:
+            with _quiet_transformers():
+                model = cls(cfg).eval()
+            break
+        except ValueError as e:
+            if attn == "eager" or "scaled_dot_product_attention" not in str(e):
+                raise
     return model
 
 
@@ -167,6 +178,9 @@ def export_static(model: Any, batch: int, max_cache_len: int, seq: int | None = 
     model.generation_config.use_cache = True
     with _quiet_transformers(), _no_info_logs():
         wrapped = TorchExportableModuleForDecoderOnlyLM(model, batch_size=batch, max_cache_len=max_cache_len)
+        if getattr(model.config, "model_type", "") in _EXPLICIT_POSITIONS:
+            inner = wrapped.model
+            inner.__class__ = type(f"{type(inner).__name__}WithPositions", (type(inner),), {"forward": _forward_positions, "_irkit_cache_len": max_cache_len})
         n = seq or min(2, max_cache_len)
         ids = torch.zeros((batch, n), dtype=torch.long)
         pos = torch.arange(n, dtype=torch.long)
@@ -181,6 +195,27 @@ def export_static(model: Any, batch: int, max_cache_len: int, seq: int | None = 
             ep = wrapped.export(input_ids=ids, cache_position=pos, dynamic_shapes=dyn, strict=True)
     ep._irkit_dynamic_shapes = dyn  # type: ignore[attr-defined]  # names the symbol S on import
     return ep
+
+
+# Models whose forward derives positions from the cache length read back as a Python number (OPT's
+# ``past_seen_tokens`` slicing): they get ``position_ids = cache_position`` explicitly.
+_EXPLICIT_POSITIONS = frozenset({"opt"})
+
+
+def _forward_positions(self: Any, input_ids: Any = None, inputs_embeds: Any = None, cache_position: Any = None) -> Any:
+    """transformers' static-cache export forward, with the positions passed as ``position_ids``."""
+    import torch
+
+    for layer in self.static_cache.layers:
+        layer.cumulative_length.copy_(cache_position[0])
+    x = input_ids if input_ids is not None else inputs_embeds
+    pos = cache_position.unsqueeze(0).expand(x.shape[0], -1)
+    # an all-ones padding mask over the cache: the same causal attention, and no position arithmetic on the
+    # cache length read back as a number
+    mask = torch.ones((x.shape[0], self._irkit_cache_len), dtype=torch.long)
+    outs = self.model(input_ids=input_ids, inputs_embeds=inputs_embeds, attention_mask=mask, position_ids=pos,
+                      cache=self.static_cache, use_cache=True)
+    return outs.logits if hasattr(outs, "logits") else outs.last_hidden_state
 
 
 @contextlib.contextmanager

@@ -2,8 +2,9 @@
 
 Design note
 -----------
-``out[b,h,i,:] = softmax_j(scale · q[b,h,i,:]·k[b,g(h),j,:] + bias[b,h,i,j]) · v[b,g(h),j,:]``
-with ``g(h) = h // (H // Hkv)`` (grouped-query attention; MHA when ``Hkv == H``, MQA when
+``out[b,h,i,:] = softmax_j(cap(scale · q[b,h,i,:]·k[b,g(h),j,:]) + bias[b,h,i,j]) · v[b,g(h),j,:]``
+where ``cap(s) = softcap · tanh(s / softcap)`` when ``softcap > 0`` (Gemma 2's logit
+soft-capping) and ``cap(s) = s`` otherwise, with ``g(h) = h // (H // Hkv)`` (grouped-query attention; MHA when ``Hkv == H``, MQA when
 ``Hkv == 1``). The ``Sq × Skv`` score matrix never exists in global memory: each query tile
 walks the key tiles once, keeping a running row maximum ``m``, running denominator ``l`` and
 an unnormalised output accumulator, rescaled by ``exp(m_old − m_new)`` whenever the maximum
@@ -81,6 +82,7 @@ def attention(
     scale: float | None = None,
     causal: bool = False,
     causal_offset: int = 0,
+    softcap: float = 0.0,
     tile_q: int | None = None,
     tile_k: int | None = None,
     target: TargetLike | None = None,
@@ -105,6 +107,9 @@ def attention(
         Score scale (default ``1/sqrt(D)``).
     causal, causal_offset:
         Key ``j`` visible to query ``i`` iff ``j <= i + causal_offset``.
+    softcap:
+        Logit soft-cap: the scaled scores become ``softcap * tanh(s / softcap)`` before the
+        bias is added; 0 means none.
     tile_q, tile_k:
         Query rows per task/thread block and keys per inner tile.
 
@@ -124,6 +129,8 @@ def attention(
         )
     if hkv <= 0 or h % hkv:
         raise ValueError(f"query heads H={h} must be a multiple of key/value heads Hkv={hkv}")
+    if not (math.isfinite(softcap) and softcap >= 0):
+        raise ValueError(f"softcap must be a finite number >= 0, got {softcap}")
     bias4: tuple[int, ...] | None = None
     if bias_shape is not None:
         if len(bias_shape) > 4:
@@ -149,6 +156,7 @@ def attention(
         scale=float(scale) if scale is not None else 1.0 / math.sqrt(d),
         causal=causal,
         causal_offset=int(causal_offset),
+        softcap=float(softcap),
     )
     if is_gpu(tgt):
         tq = tile_q or 64
@@ -183,6 +191,7 @@ def attention(
             "scale": spec.scale,
             "causal": causal,
             "causal_offset": causal_offset,
+            "softcap": float(softcap),
             "gqa_group": h // hkv,
         },
     )
@@ -207,6 +216,14 @@ class _Spec:
     scale: float
     causal: bool
     causal_offset: int
+    softcap: float
+
+
+def _capped(spec: _Spec, s: Any) -> Any:
+    """The scaled score ``s`` soft-capped (``softcap * tanh(s / softcap)``), or ``s`` when there is no cap."""
+    if not spec.softcap:
+        return s
+    return f32(spec.softcap) * tirx.tanh(s * f32(1.0 / spec.softcap))
 
 
 def _bias_value(spec: _Spec, bias: Any, bi: Any, hi: Any, qi: Any, kj: Any) -> tirx.PrimExpr:
@@ -336,7 +353,7 @@ def _build_cpu(spec: _Spec, tq: int, tk: int, lanes: int, name: str) -> tirx.Pri
                         with T.serial(0, tk // vec_k) as jo:
                             with T.vectorized(0, vec_k) as jv:
                                 j = jo * vec_k + jv
-                                val = srow[j]
+                                val = _capped(spec, srow[j])
                                 if bias is not None:
                                     val = val + _bias_value(
                                         spec,
@@ -453,7 +470,7 @@ def _build_cuda(spec: _Spec, tq: int, tk: int, name: str) -> tirx.PrimFunc:
                             _store(s, f32(0.0), j)
                             with T.serial(0, d, unroll=True) as dd:
                                 _store(s, s[j] + qr[dd] * ks[j, dd], j)
-                            val = s[j]
+                            val = _capped(spec, s[j])
                             if bias is not None:
                                 val = val + _bias_value(
                                     spec,
@@ -497,6 +514,7 @@ def reference(
     scale: float | None = None,
     causal: bool = False,
     causal_offset: int = 0,
+    softcap: float = 0.0,
     dtype: Any = None,
 ) -> Any:
     """NumPy attention (materialised scores, max-subtracted softmax), for tests and benchmarks.
@@ -514,6 +532,8 @@ def reference(
     v = np.repeat(v, group, axis=1)
     sc = scale if scale is not None else 1.0 / math.sqrt(d)
     s = np.einsum("bhid,bhjd->bhij", q * dt(sc), k)
+    if softcap:
+        s = dt(softcap) * np.tanh(s / dt(softcap))
     if bias is not None:
         s = s + np.asarray(bias).astype(dt)
     if causal:

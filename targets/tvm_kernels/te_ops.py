@@ -750,3 +750,61 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, bias: Tensor
     out = te.compute([b, h, sq, dv], lambda bi, hi, i, c: te.sum(
         p[bi, hi, i, rj3] * tirx.Cast(acc, v[bi, hi // group, rj3, c]), axis=rj3), name="pv")
     return topi.cast(out, q.dtype) if str(q.dtype) != acc else out
+
+
+# --------------------------------------------------------------------------- float8 and bit casts
+
+
+def round_to_float8(x: PrimExpr, nmant: int, minexp: int, maxval: float, overflow: str, negzero: bool,
+                    saturate: bool) -> PrimExpr:
+    """``x`` (float32 or float64) rounded to a float8 type's value, as a value of ``x``'s type: round
+    to nearest even at the type's precision (``nmant`` fraction bits, smallest normal exponent
+    ``minexp``, subnormals below it); beyond ``maxval`` ``overflow`` (``"inf"`` or ``"nan"``), or
+    ``maxval`` with ``saturate`` (infinities too); NaN stays NaN; ``negzero=False`` (the FNUZ types)
+    turns -0 into +0.  Exact: scaling by a power of two and ``nearbyint`` do not round twice."""
+    dt = dtype_of(x)
+    wide = dt == "float64"
+    it, ebits, mbits, bias = ("int64", 11, 52, 1023) if wide else ("int32", 8, 23, 127)
+    c = lambda v: const(v, dt)  # noqa: E731
+    ic = lambda v: tirx.const(v, it)  # noqa: E731
+    a = tirx.abs(x)
+    e = tirx.bitwise_and(tirx.shift_right(tirx.reinterpret(it, a), ic(mbits)), ic((1 << ebits) - 1)) - ic(bias)
+    e = tirx.max(e, ic(minexp))  # below the normal range the quantum is fixed (subnormals)
+    # the quantum 2**(e - nmant) as a float of x's type, built from its exponent field
+    q = tirx.reinterpret(dt, tirx.shift_left(e - ic(nmant) + ic(bias), ic(mbits)))
+    r = tirx.nearbyint(a / q) * q
+    over = r > c(maxval)
+    big = c(maxval) if saturate else c(math.inf if overflow == "inf" else math.nan)
+    r = tirx.Select(over, big, r)
+    signed = tirx.Select(x < c(0.0), c(0.0) - r, r)
+    if negzero:
+        signed = tirx.Select((r == c(0.0)) & (tirx.reinterpret(it, x) < ic(0)), c(-0.0), signed)
+    return tirx.Select(tirx.isnan(x), x, signed)
+
+
+def bitcast(x: Tensor, to: str, out_shape: Sequence[int]) -> Tensor:
+    """XLA BitcastConvertType: reinterpret ``x``'s bits as ``to``; a narrower ``to`` splits each
+    element into a trailing dim (least significant part first), a wider one packs the last dim."""
+    src = str(x.dtype)
+    a, b = bits_of(src), bits_of(to)
+    ua, ub = f"uint{a}", f"uint{b}"
+    if a == b:
+        return te.compute(ints(x.shape), lambda *i: tirx.reinterpret(to, x[i]), name="bitcast")
+    if a > b:
+        mask = tirx.const((1 << b) - 1, ua)
+
+        def split(*i: Any) -> PrimExpr:
+            word = tirx.reinterpret(ua, x[i[:-1]]) if src != ua else x[i[:-1]]
+            part = tirx.bitwise_and(tirx.shift_right(word, tirx.Cast(ua, i[-1]) * tirx.const(b, ua)), mask)
+            return tirx.reinterpret(to, tirx.Cast(ub, part))
+        return te.compute(ints(out_shape), split, name="bitcast")
+    ratio = b // a
+
+    def pack(*i: Any) -> PrimExpr:
+        word = tirx.const(0, ub)
+        for k in range(ratio):
+            part = x[(*i, k)]
+            part = tirx.reinterpret(ua, part) if src != ua else part
+            word = tirx.bitwise_or(word, tirx.shift_left(tirx.Cast(ub, part), tirx.const(k * a, ub)))
+        return tirx.reinterpret(to, word)
+    return te.compute(ints(out_shape), pack, name="bitcast")

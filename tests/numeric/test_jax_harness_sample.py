@@ -34,8 +34,7 @@ OUT_OF_SCOPE = {"cholesky", "eig", "eigh", "lu", "qr", "svd", "triangular_solve"
 """Linear algebra, random numbers, complex numbers and training-only primitives."""
 
 REFUSED = {"igamma": "special function", "igammac": "special function", "bessel_i0e": "special function",
-           "bessel_i1e": "special function", "regularized_incomplete_beta": "special function",
-           "bitcast_convert_type": "reinterpreting bits"}
+           "bessel_i1e": "special function", "regularized_incomplete_beta": "special function"}
 """In-scope groups irkit refuses, with a word of the reason the error must give (for the
 StableHLO path, jax writes igamma and friends as while loops, refused as loops, and
 some, like bessel_i0e, as plain arithmetic, which must then match)."""

