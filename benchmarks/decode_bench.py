@@ -7,7 +7,11 @@ caches resident; the step time is the median wall time of one decode call
 cache is long enough: a static cache attends over all its positions, so the
 step should be flat in the position).  torch eager runs transformers'
 ``TorchExportableModuleWithStaticCache`` (the same static cache, updated in
-place); ``--torch-compile`` adds ``torch.compile`` of it.
+place); ``--torch-compile`` adds ``torch.compile`` of it.  ``--jax`` adds a
+JAX peer for GPT-2: a decode step written the way a JAX user writes it (the
+transformers weights, the cache a ``[layers, B, H, T, D]`` array updated with
+``lax.dynamic_update_slice``, ``jax.jit`` with the caches donated), checked
+against the torch logits before it is timed.
 
 Run (each line well under 3 minutes on 2 cores):
     python benchmarks/decode_bench.py --model gpt2 --size toy --batch 1,8 --targets ort,tvm-llvm,xla-cpu
@@ -89,6 +93,80 @@ def torch_steps(model, batch: int, cache_len: int, positions: list[int], steps: 
     return out, (time.perf_counter() - t0) if compile_ else 0.0
 
 
+def jax_gpt2_step(model, batch: int, cache_len: int):
+    """A jitted GPT-2 decode step (caches donated) with the weights of ``model``, and its initial state."""
+    import jax
+    import jax.numpy as jnp
+
+    cfg = model.config
+    sd = {k: jnp.asarray(v.detach().numpy()) for k, v in model.state_dict().items()}
+    L, H, E = cfg.n_layer, cfg.n_head, cfg.n_embd
+    Dh, eps = E // H, cfg.layer_norm_epsilon
+    layers = [{k.split(".", 3)[3]: v for k, v in sd.items() if k.startswith(f"transformer.h.{i}.")} for i in range(L)]
+    params = {"wte": sd["transformer.wte.weight"], "wpe": sd["transformer.wpe.weight"],
+              "lnf_w": sd["transformer.ln_f.weight"], "lnf_b": sd["transformer.ln_f.bias"],
+              "layers": jax.tree.map(lambda *xs: jnp.stack(xs), *layers)}
+
+    def ln(x, w, b):
+        m = x.mean(-1, keepdims=True)
+        v = ((x - m) ** 2).mean(-1, keepdims=True)
+        return (x - m) / jnp.sqrt(v + eps) * w + b
+
+    def step(p, kc, vc, ids, pos):
+        x = p["wte"][ids] + p["wpe"][pos][None, None, :]  # [B, 1, E]
+        keep = jnp.arange(cache_len) <= pos
+
+        def layer(x, lw_l):
+            lw, k_l, v_l = lw_l
+            h = ln(x, lw["ln_1.weight"], lw["ln_1.bias"]) @ lw["attn.c_attn.weight"] + lw["attn.c_attn.bias"]
+            q, k, v = (t.reshape(batch, 1, H, Dh).transpose(0, 2, 1, 3) for t in jnp.split(h, 3, axis=-1))
+            k_l = jax.lax.dynamic_update_slice(k_l, k, (0, 0, pos, 0))
+            v_l = jax.lax.dynamic_update_slice(v_l, v, (0, 0, pos, 0))
+            s = jnp.einsum("bhqd,bhkd->bhqk", q, k_l) / jnp.sqrt(Dh).astype(x.dtype)
+            a = jax.nn.softmax(jnp.where(keep, s, -jnp.inf), axis=-1)
+            o = jnp.einsum("bhqk,bhkd->bhqd", a, v_l).transpose(0, 2, 1, 3).reshape(batch, 1, E)
+            x = x + o @ lw["attn.c_proj.weight"] + lw["attn.c_proj.bias"]
+            h = ln(x, lw["ln_2.weight"], lw["ln_2.bias"]) @ lw["mlp.c_fc.weight"] + lw["mlp.c_fc.bias"]
+            x = x + jax.nn.gelu(h, approximate=True) @ lw["mlp.c_proj.weight"] + lw["mlp.c_proj.bias"]
+            return x, (k_l, v_l)
+
+        x, (kc, vc) = jax.lax.scan(layer, x, (p["layers"], kc, vc))
+        logits = ln(x, p["lnf_w"], p["lnf_b"]) @ p["wte"].T
+        return logits, kc, vc
+
+    fn = jax.jit(step, donate_argnums=(1, 2))
+    zeros = jnp.zeros((L, batch, H, cache_len, Dh), jnp.float32)
+    return fn, params, zeros, zeros.copy()
+
+
+def jax_steps(model, batch: int, cache_len: int, positions: list[int], steps: int) -> tuple[dict[int, float], float]:
+    """Median jitted JAX decode-step seconds (GPT-2 only), after checking its logits against torch."""
+    import jax
+    import torch
+
+    if model.config.model_type != "gpt2":
+        raise ValueError(f"the JAX peer is written for GPT-2, not {model.config.model_type}")
+    t0 = time.perf_counter()
+    fn, params, kc, vc = jax_gpt2_step(model, batch, cache_len)
+    ids = np.arange(1, batch + 1, dtype=np.int32)[:, None]
+    logits, kc, vc = fn(params, kc, vc, ids, np.int32(0))
+    jax.block_until_ready(logits)
+    comp = time.perf_counter() - t0
+    with torch.no_grad():
+        want = model(torch.tensor(ids, dtype=torch.long)).logits.numpy()
+    np.testing.assert_allclose(np.asarray(logits), want, rtol=2e-3, atol=2e-3)
+    state = {"kc": kc, "vc": vc}
+    rng = np.random.default_rng(0)
+    out = {}
+    for p in positions:
+        def step(k: int, p: int = p) -> None:
+            x = rng.integers(0, model.config.vocab_size, size=(batch, 1), dtype=np.int32)
+            lg, state["kc"], state["vc"] = fn(params, state["kc"], state["vc"], x, np.int32(p + k))
+            np.argmax(np.asarray(lg)[:, -1, :], axis=-1)
+        out[p] = _median_step(step, steps)
+    return out, comp
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="gpt2")
@@ -99,6 +177,7 @@ def main() -> int:
     ap.add_argument("--pos", default="", help="start positions (default 10 and 1000 where the cache allows)")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--torch-compile", action="store_true")
+    ap.add_argument("--jax", action="store_true", help="add the jax.jit peer (GPT-2)")
     ap.add_argument("--torch-threads", type=int, default=1,
                     help="torch intra-op threads (default 1: on a busy 2-core machine more threads oversubscribe "
                          "and torch eager slows down 10x)")
@@ -134,6 +213,12 @@ def main() -> int:
                 rows.append(("torch.compile", b, *torch_steps(dm.torch_model, b, L, pos, args.steps, True), ""))
             except Exception as e:  # noqa: BLE001
                 rows.append(("torch.compile", b, {}, 0.0, str(e).splitlines()[0][:120]))
+            print(rows[-1], flush=True)
+        if args.jax:
+            try:
+                rows.append(("jax.jit (donated cache)", b, *jax_steps(dm.torch_model, b, L, pos, args.steps), ""))
+            except Exception as e:  # noqa: BLE001
+                rows.append(("jax.jit (donated cache)", b, {}, 0.0, str(e).splitlines()[0][:120]))
             print(rows[-1], flush=True)
         print(f"# export (torch.export + import) batch {b}: {export_s:.1f} s; KV cache {dm.cache_bytes() / 1e6:.2f} MB; "
               f"weights {dm.weight_bytes() / 1e6:.1f} MB", flush=True)

@@ -141,9 +141,11 @@ class Interpreter:
             if x.dtype != want.np:
                 if not np.can_cast(x.dtype, want.np, "same_kind") and not (want.is_float or want.is_int):
                     raise InputError(f"input '{nm}' has dtype {x.dtype}, expected {want}")
-                x = x.astype(want.np)
+                with np.errstate(invalid="ignore"):  # NaN into a float8 type: ml_dtypes warns
+                    x = x.astype(want.np)
             if self.float64 and want.is_float:
-                x = x.astype(np.float64)
+                with np.errstate(invalid="ignore"):
+                    x = x.astype(np.float64)
             out.append(x)
         if len(out) != len(f.args):
             raise InputError(f"@{f.name} takes {len(f.args)} inputs, got {len(out)}")

@@ -47,8 +47,8 @@ from irkit.ir.builder import Builder
 from irkit.ir.core import Function, Location, Module, Op, Value
 from irkit.ir.ops import named_operands
 from irkit.passmanager import Pass, PassContext, register_pass
-from irkit.rewrite.pattern import NearMiss
 from irkit.rewrite.driver import erasable_op_names
+from irkit.rewrite.pattern import NearMiss
 
 _MAX_DEPTH = 12
 
@@ -174,17 +174,18 @@ def _starts_position(starts: Value) -> Value | None:
     c = _op(starts, "ik.concat")
     if c is None or starts.type.shape != (4,):
         return None
-    pieces = []
+    pieces: list[Value | None] = []
     for x in c.operands:
         n = x.type.shape[0] if x.type.rank == 1 else None
         if not isinstance(n, int):
             return None
         pieces += [x] * n if n == 1 else [None] * n
-    if len(pieces) != 4 or any(x is None for x in pieces):
+    got = [x for x in pieces if x is not None]
+    if len(pieces) != 4 or len(got) != 4:
         return None
-    if any(_const_int(pieces[i]) != 0 for i in (0, 1, 3)):
+    if any(_const_int(got[i]) != 0 for i in (0, 1, 3)):
         return None
-    p = pieces[2]
+    p = got[2]
     while p.type.rank != 0 and (r := _op(p, "ik.reshape")) is not None:
         p = r.operand(0)
     return p if p.type.rank == 0 and p.dtype.is_int else None
@@ -195,7 +196,7 @@ def _unrepeat(v: Value) -> tuple[Value, list[Op]]:
     r2 = _op(v, "ik.reshape")
     b = _op(r2.operand(0), "ik.broadcast") if r2 is not None else None
     r1 = _op(b.operand(0), "ik.reshape") if b is not None else None
-    if r1 is None:
+    if r1 is None or b is None or r2 is None:
         return v, []
     x = r1.operand(0)
     xs, s1, s2 = x.type.shape, r1.results[0].type.shape, b.results[0].type.shape
@@ -286,9 +287,10 @@ class FuseCacheAttention(Pass):
         mask = nm.get("mask")
         if mask is None:
             return "the attention has no mask (a cache needs the prefix mask)"
-        q = nm["q"]
-        k, krep = _unrepeat(nm["k"])
-        v, vrep = _unrepeat(nm["v"])
+        q, k0, v0 = nm["q"], nm["k"], nm["v"]
+        assert q is not None and k0 is not None and v0 is not None
+        k, krep = _unrepeat(k0)
+        v, vrep = _unrepeat(v0)
         if (krep and not vrep) or (vrep and not krep):
             return "only one of K and V is repeated"
         kw = _cache_write(fn, k)
@@ -349,6 +351,7 @@ class FuseCacheAttention(Pass):
         att.results[0].replace_all_uses_with(new.results[0])
         kw.updated.replace_all_uses_with(new.results[1])
         vw.updated.replace_all_uses_with(new.results[2])
+        assert att.parent is not None
         att.parent.erase(att)
         return None
 

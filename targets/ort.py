@@ -28,6 +28,9 @@ bf16-representable number: after every op whose IR result is bf16 the exporter
 rounds with ``Cast(to=BFLOAT16)`` and back, which is what the interpreter does
 (compute in float32, round the result). Constants become float32 initializers
 (exact); at the boundary bf16 crosses as float32 (the Python API has no bf16).
+The float8 types travel the same way (onnxruntime's Python API cannot feed them):
+float32 holding a float8 value, rounded with ``Cast(saturate=0)`` after every op
+whose result is float8; ``ik.cast`` to float8 is ONNX Cast with its ``saturate``.
 """
 
 from __future__ import annotations
@@ -190,8 +193,7 @@ class _Exporter:
                 outs[i] = self.node("Cast", [rounded], owner=op, to=_onnx_dtype(DType.f32))[0]
             elif r.dtype.is_float8 and op.name not in ("ik.cast", "ik.bitcast"):
                 # float8 lives in f32 too; round as the reference does (nearest even, IEEE overflow)
-                rounded = self.node("Cast", [outs[i]], owner=op, to=_onnx_dtype(r.dtype), saturate=0)[0]
-                outs[i] = self.node("Cast", [rounded], owner=op, to=_onnx_dtype(DType.f32))[0]
+                outs[i] = _round_float8(self, op, outs[i], r.dtype, False)
         return outs
 
     def _op(self, op: Op) -> list[str]:
@@ -454,26 +456,32 @@ def _cast(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
             ex.refuse(op, f"converting f64 to {to}: onnxruntime's double-to-float8 Cast is not checked to "
                           "round once; cast to f32 first if double rounding is acceptable")
         sat = bool(_attrs(op).get("saturate", False))
-        if to in (DType.f8e5m2, DType.f8e4m3fn) and not sat:
-            # onnxruntime 1.32 rounds some overflows wrongly without saturation: f8E5M2 gives NaN for
-            # the tie 61440 (nearest even is inf), f8E4M3FN gives 448 for [480, 512) (NaN).  Saturate,
-            # then put the overflow value back where |x| rounds beyond the largest finite value.
-            x = ins[0] if _gdt(op.operand(0)) == "f32" else ex.cast(ins[0], "f32", op)
-            f8 = ex.node("Cast", [x], owner=op, to=_onnx_dtype(to), saturate=1)[0]
-            y = ex.node("Cast", [f8], owner=op, to=_onnx_dtype(DType.f32))[0]
-            ax = ex.node("Abs", [x], owner=op)[0]
-            if to is DType.f8e5m2:
-                big = ex.node("GreaterOrEqual", [ax, ex.const(np.array(61440.0, np.float32))], owner=op)[0]
-                neg = ex.node("Less", [x, ex.const(np.array(0.0, np.float32))], owner=op)[0]
-                over = ex.node("Where", [neg, ex.const(np.array(-np.inf, np.float32)),
-                                         ex.const(np.array(np.inf, np.float32))], owner=op)[0]
-            else:
-                big = ex.node("Greater", [ax, ex.const(np.array(464.0, np.float32))], owner=op)[0]
-                over = ex.const(np.array(np.nan, np.float32))
-            return ex.node("Where", [big, over, y], owner=op)
-        f8 = ex.node("Cast", ins, owner=op, to=_onnx_dtype(to), saturate=int(sat))[0]
-        return ex.node("Cast", [f8], owner=op, to=_onnx_dtype(DType.f32))
+        x = ins[0] if _gdt(op.operand(0)) in ("f32", "f64") else ex.cast(ins[0], "f32", op)
+        return [_round_float8(ex, op, x, to, sat)]
     return ex.node("Cast", ins, owner=op, to=_onnx_dtype(DType.f32 if to is DType.bf16 else to))
+
+
+def _round_float8(ex: _Exporter, op: Op, x: str, to: DType, saturate: bool) -> str:
+    """``x`` (f32, or f64) rounded to the float8 type ``to``, as a float32 value (how float8 travels)."""
+    if to in (DType.f8e5m2, DType.f8e4m3fn) and not saturate:
+        # onnxruntime 1.32 rounds some overflows wrongly without saturation: f8E5M2 gives NaN for the
+        # tie 61440 (nearest even is inf), f8E4M3FN gives 448 for [480, 512) (NaN).  Saturate, then
+        # put the overflow value back where |x| rounds beyond the largest finite value.
+        f8 = ex.node("Cast", [x], owner=op, to=_onnx_dtype(to), saturate=1)[0]
+        y = ex.node("Cast", [f8], owner=op, to=_onnx_dtype(DType.f32))[0]
+        x32 = ex.node("Cast", [x], owner=op, to=_onnx_dtype(DType.f32))[0]
+        ax = ex.node("Abs", [x32], owner=op)[0]
+        if to is DType.f8e5m2:
+            big = ex.node("GreaterOrEqual", [ax, ex.const(np.array(61440.0, np.float32))], owner=op)[0]
+            neg = ex.node("Less", [x32, ex.const(np.array(0.0, np.float32))], owner=op)[0]
+            over = ex.node("Where", [neg, ex.const(np.array(-np.inf, np.float32)),
+                                     ex.const(np.array(np.inf, np.float32))], owner=op)[0]
+        else:
+            big = ex.node("Greater", [ax, ex.const(np.array(464.0, np.float32))], owner=op)[0]
+            over = ex.const(np.array(np.nan, np.float32))
+        return ex.node("Where", [big, over, y], owner=op)[0]
+    f8 = ex.node("Cast", [x], owner=op, to=_onnx_dtype(to), saturate=int(saturate))[0]
+    return ex.node("Cast", [f8], owner=op, to=_onnx_dtype(DType.f32))[0]
 
 
 @ORT_RULES.rule("ik.bitcast")

@@ -426,7 +426,8 @@ class _Lowerer:
         try:
             kern = attention(self.shape(q), self.shape(k), _TVM_DTYPE[q.dtype], bias_shape=bias_shape,
                              bias_dtype="float32" if bias_shape else None, scale=float(op.attrs["scale"]),
-                             causal=bool(op.attrs.get("causal", False)), target=self.target, name=self.kname(op))
+                             causal=bool(op.attrs.get("causal", False)), target=self.target, name=self.kname(op),
+                             softcap=float(op.attrs.get("softcap", 0.0) or 0.0))
         except (ValueError, NotImplementedError):
             return False
         args = [self.env[id(q)], self.env[id(k)], self.env[id(v)]] + ([bias_expr] if bias_expr is not None else [])
@@ -945,12 +946,13 @@ def _attention(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any] | None:
     n = named_operands(op)
     has_mask, has_bias = n.get("mask") is not None, n.get("bias") is not None
     scale, causal = float(op.attrs["scale"]), bool(op.attrs.get("causal", False))
+    softcap = float(op.attrs.get("softcap", 0.0) or 0.0)
 
     def attn(q: Any, k: Any, v: Any, *rest: Any) -> Any:
         it = iter(rest)
         mask = next(it) if has_mask else None
         bias = next(it) if has_bias else None
-        return te_ops.attention(q, k, v, mask, bias, scale, causal)
+        return te_ops.attention(q, k, v, mask, bias, scale, causal, softcap)
     return [lw.emit(op, attn, *ins)]
 
 

@@ -35,6 +35,9 @@ def _args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--prompt-len", type=int, help="a random prompt of this many tokens (seeded by --seed)")
     p.add_argument("--new-tokens", type=int, required=True, help="tokens to generate")
     add_model_args(p)
+    p.add_argument("-p", "--pipeline", default=None,
+                   help="passes to run on the decode (and prefill) function before lowering, e.g. "
+                        "canonicalize,fuse-attention,fuse-cache-attention,dce (default: none)")
     p.add_argument("--json", action="store_true",
                    help='print {"tokens": [...], "ttft_seconds": ..., "step_seconds": [...]}')
 
@@ -118,6 +121,27 @@ def _from_factory(spec: str, args: argparse.Namespace, prompt_len: int | None) -
     return DecodeModel(label, m, m, args.batch, cache, None, int(getattr(cfg, "vocab_size", 0)), model)
 
 
+def apply_pipeline(dm: Any, pipeline: str | None) -> Any:
+    """``dm`` with ``pipeline`` run on copies of its decode and prefill functions (the same function once
+    when it serves as both)."""
+    if not pipeline:
+        return dm
+    import dataclasses
+
+    from irkit.ir.core import Module
+    from irkit.passmanager import run_pipeline
+
+    if isinstance(dm, Module):
+        return run_pipeline(dm.clone(), pipeline)
+    dec = run_pipeline(dm.decode.clone(), pipeline)
+    pre = dm.prefill
+    if pre is dm.decode:
+        pre = dec
+    elif pre is not None:
+        pre = run_pipeline(pre.clone(), pipeline)
+    return dataclasses.replace(dm, decode=dec, prefill=pre, info={**dm.info, "pipeline": pipeline})
+
+
 @command("generate", "greedy generation with a KV cache on a target (TTFT and per-token step times)")
 @args_for(_args)
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -126,7 +150,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
     _positive("--new-tokens", args.new_tokens)
     _positive("--batch", args.batch)
     plen = parse_prompt(args, 0).shape[1]  # a malformed prompt fails before the (slow) export
-    dm = load_decoder(args.model, args, plen)
+    if args.pipeline:
+        from irkit.passmanager import parse_pipeline
+
+        parse_pipeline(args.pipeline)  # an unknown pass fails before the (slow) export
+    dm = apply_pipeline(load_decoder(args.model, args, plen), args.pipeline)
     vocab = getattr(dm, "vocab", 0)
     prompt = parse_prompt(args, vocab)
     r = generate(dm, args.target, prompt, args.new_tokens)

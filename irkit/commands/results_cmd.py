@@ -41,11 +41,14 @@ def _field(row: Any, k: str) -> Any:
         return row.versions.get(k[9:])
     if k.startswith("machine."):
         return row.machine.get(k[8:])
+    if k.startswith("options."):  # e.g. options.tile, a sweep's matmul tile axis, shown as 64x256x256
+        v = (row.options or {}).get(k[8:])
+        return "x".join(map(str, v)) if isinstance(v, list) else v
     if not hasattr(row, k):
         from irkit.sweep.store import RESULT_COLUMNS
 
         raise InputError(f"'{k}': no such column; columns: {', '.join(RESULT_COLUMNS)}, or bindings.NAME, "
-                         "result.NAME, versions.NAME, machine.NAME")
+                         "result.NAME, versions.NAME, machine.NAME, options.NAME")
     v = getattr(row, k)
     return json.dumps(v, sort_keys=True) if isinstance(v, dict) else v
 
@@ -78,7 +81,8 @@ def _headline_number(r: Any) -> float | None:
     x = r.result
     if r.status != "ok":
         return None
-    return {"bench": x.get("median"), "estimate": x.get("seconds"), "check": x.get("max_rel")}.get(r.measurement)
+    return {"bench": x.get("median"), "estimate": x.get("seconds"), "check": x.get("max_rel"),
+            "generate": x.get("decode_tokens_per_second")}.get(r.measurement)
 
 
 def group(rows: Sequence[Any], keys: Sequence[str]) -> list[dict[str, Any]]:
@@ -97,6 +101,10 @@ def group(rows: Sequence[Any], keys: Sequence[str]) -> list[dict[str, Any]]:
             xs = [x for x in (_headline_number(r) for r in rs if r.measurement == meas) if x is not None]
             if xs:
                 d[name] = statistics.median(xs) * f
+        gens = [r for r in rs if r.measurement == "generate" and r.status == "ok"]
+        if gens:
+            d["ttft_median_ms"] = statistics.median(r.result["ttft_seconds"] for r in gens) * 1e3
+            d["decode_tok_s_median"] = statistics.median(r.result["decode_tokens_per_second"] for r in gens)
         d["seconds"] = sum(r.duration for r in rs)
         out.append(d)
     return out
@@ -140,7 +148,9 @@ def compare_commits(rows: Sequence[Any], a: str, b: str) -> dict[str, Any]:
             # A timing changed when it moved by more than 10 % and by more than the two
             # measurements' spreads (IQR / median) together: noise on a busy machine is not a change.
             noise = float(ra.result.get("spread", 0) or 0) + float(rb.result.get("spread", 0) or 0)
-            if ra.measurement in ("bench", "estimate") and xa and xb and abs(xb / xa - 1) > max(0.10, noise):
+            # (for "generate" the number is decode tokens/s: a ratio above 1 is faster)
+            timed = ra.measurement in ("bench", "estimate", "generate")
+            if timed and xa and xb and abs(xb / xa - 1) > max(0.10, noise):
                 what = f"{ra.measurement} x{xb / xa:.2f}"
         if what:
             changes.append({"model": rb.model, "pipeline": rb.pipeline or "-", "target": rb.target,

@@ -366,6 +366,14 @@ class _JaxprImporter:
             if prim in ("pjit", "jit") and p.get("name"):
                 inner = "/".join(x for x in (scope, f"jit({p['name']})") if x)
             return self.call(p[_CALLS[prim]], ins, inner)
+        if prim == "custom_linear_solve":
+            # Its value is the user's solve function applied to b; matvec and the transposed solve
+            # only define derivatives.  Operands: the consts of matvec, vecmat, solve and
+            # transpose_solve, in that order, then b.
+            n = p["const_lengths"]
+            start = n.matvec + n.vecmat
+            b = ins[start + n.solve + n.transpose_solve:]
+            return self.call(p["jaxprs"].solve, list(ins[start:start + n.solve]) + list(b), scope)
         handler = PRIMITIVES.get(prim)
         if handler is None:
             raise Unsupported(prim)
@@ -406,8 +414,8 @@ _RANDOM = ("random_bits", "random_seed", "random_split", "random_fold_in", "rand
 _REFUSED = {**{n: "a linear-algebra decomposition; out of scope" for n in _OUT_OF_SCOPE},
             **{n: "a random-number primitive; out of scope" for n in _RANDOM},
             **{n: "a special function with no IR op" for n in
-               ("igamma", "igammac", "igamma_grad_a", "regularized_incomplete_beta", "bessel_i0e", "bessel_i1e",
-                "polygamma", "zeta", "random_gamma_grad")},
+               ("igamma", "igammac", "igamma_grad_a", "regularized_incomplete_beta", "polygamma", "zeta",
+                "random_gamma_grad")},
             "fft": "complex numbers are out of scope",
             "select_and_scatter_add": "a gradient of max pooling; training is out of scope",
             "select_and_gather_add": "a gradient of max pooling; training is out of scope"}
@@ -519,6 +527,11 @@ def _p_convert(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, 
 def _p_bitcast_convert_type(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any],
                             ot: list[TensorType]) -> _Out:
     return imp.em.bitcast(ins[0], ot[0].dtype)
+
+
+@converter("bessel_i0e", "bessel_i1e")
+def _p_bessel(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: Mapping[str, Any], ot: list[TensorType]) -> _Out:
+    return imp.em.bessel(int(eqn.primitive.name[len("bessel_i")]), ins[0])
 
 
 @converter("reduce_precision")
@@ -771,7 +784,7 @@ def _p_conv_general_dilated(imp: _JaxprImporter, eqn: Any, ins: list[Value], p: 
 def supported_ops() -> list[str]:
     """The jaxpr primitives :func:`import_jax` translates (a few only in common forms, e.g.
     ``reduce`` with one operand and an add/mul/max/min reducer)."""
-    return sorted({str(k) for k in PRIMITIVES} | set(_CALLS))
+    return sorted({str(k) for k in PRIMITIVES} | set(_CALLS) | {"custom_linear_solve"})
 
 
 # ---------------------------------------------------------------------------

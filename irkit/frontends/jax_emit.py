@@ -367,6 +367,45 @@ class Emitter:
         info = np.iinfo(dtype.np)
         return int(info.min if kind == "max" else info.max)
 
+    # -- special functions ---------------------------------------------------------
+    def _chebyshev(self, x: Value, coeffs: Sequence[float]) -> Value:
+        """Clenshaw's recurrence as Cephes' ``chbevl`` (and jax, XLA) evaluate it:
+        ``b0 = x * b1 - b2 + c`` over the coefficients, then ``(b0 - b2) / 2``."""
+        dt = x.dtype
+        b0: Value | None = None
+        b1: Value | None = None
+        b2: Value | None = None
+        for c in coeffs:
+            b2, b1 = b1, b0
+            t = None if b1 is None else self.op("mul", x, b1)
+            if t is not None and b2 is not None:
+                t = self.op("sub", t, b2)
+            b0 = self.scalar(c, dt) if t is None else self.op("add", t, self.scalar(c, dt))
+        assert b0 is not None and b2 is not None
+        return self.op("mul", self.op("sub", b0, b2), self.scalar(0.5, dt))
+
+    def bessel(self, order: int, x: Value) -> Value:
+        """``exp(-|x|) * I_order(x)`` for order 0 (jax's ``bessel_i0e``) and 1 (XLA's ``bessel_i1e``):
+        Cephes' Chebyshev expansions on ``|x| <= 8`` and ``32 / |x|`` beyond, as jax and XLA
+        evaluate them (f16/bf16 through f32; i1e on f64 is refused, as only the f32 expansion is
+        here)."""
+        dt = x.dtype
+        if dt in (DType.f16, DType.bf16):
+            return self.cast(self.bessel(order, self.cast(x, DType.f32)), dt)
+        if dt not in (DType.f32, DType.f64) or (order == 1 and dt == DType.f64):
+            raise Unsupported(f"bessel_i{order}e on {dt}")
+        a_coef, b_coef = (_I0E_F64 if dt == DType.f64 else _I0E_F32) if order == 0 else _I1E_F32
+        z = self.op("abs", x)
+        small = self._chebyshev(self.op("sub", self.op("mul", self.scalar(0.5, dt), z), self.scalar(2.0, dt)), a_coef)
+        if order == 1:
+            small = self.op("mul", small, z)
+        big = self.op("div", self._chebyshev(self.op("sub", self.op("div", self.scalar(32.0, dt), z),
+                                                     self.scalar(2.0, dt)), b_coef), self.op("sqrt", z))
+        y = self.op("where", self.op("le", z, self.scalar(8.0, dt)), small, big)
+        if order == 1:
+            y = self.op("where", self.op("lt", x, self.scalar(0.0, dt)), self.op("neg", y), y)
+        return y
+
     def reduce_precision(self, x: Value, exponent_bits: int, mantissa_bits: int) -> Value:
         widths = {DType.f64: (11, 52), DType.f32: (8, 23), DType.f16: (5, 10), DType.bf16: (8, 7)}
         if widths.get(x.dtype) == (exponent_bits, mantissa_bits):
@@ -752,6 +791,37 @@ class Emitter:
 
 
 _INT_OF_WIDTH = {8: DType.i64, 4: DType.i32, 2: DType.i16, 1: DType.i8}
+
+# Cephes' Chebyshev coefficients (public domain; the values jax's bessel_i0e and XLA's
+# chlo.bessel_i1e use): (|x| <= 8 in 0.5 |x| - 2, |x| > 8 in 32 / |x| - 2).
+_I0E_F32 = (
+    (-1.30002500998624804212e-8, 6.04699502254191894932e-8, -2.67079385394061173391e-7, 1.11738753912010371815e-6,
+     -4.41673835845875056359e-6, 1.64484480707288970893e-5, -5.75419501008210370398e-5, 1.88502885095841655729e-4,
+     -5.76375574538582365885e-4, 1.63947561694133579842e-3, -4.32430999505057594430e-3, 1.05464603945949983183e-2,
+     -2.37374148058994688156e-2, 4.93052842396707084878e-2, -9.49010970480476444210e-2, 1.71620901522208775349e-1,
+     -3.04682672343198398683e-1, 6.76795274409476084995e-1),
+    (3.39623202570838634515e-9, 2.26666899049817806459e-8, 2.04891858946906374183e-7, 2.89137052083475648297e-6,
+     6.88975834691682398426e-5, 3.36911647825569408990e-3, 8.04490411014108831608e-1))
+_I0E_F64 = (
+    (-4.41534164647933937950e-18, 3.33079451882223809783e-17, -2.43127984654795469359e-16,
+     1.71539128555513303061e-15, -1.16853328779934516808e-14, 7.67618549860493561688e-14,
+     -4.85644678311192946090e-13, 2.95505266312963983461e-12, -1.72682629144155570723e-11,
+     9.67580903537323691224e-11, -5.18979560163526290666e-10, 2.65982372468238665035e-9) + _I0E_F32[0],
+    (-7.23318048787475395456e-18, -4.83050448594418207126e-18, 4.46562142029675999901e-17,
+     3.46122286769746109310e-17, -2.82762398051658348494e-16, -3.42548561967721913462e-16,
+     1.77256013305652638360e-15, 3.81168066935262242075e-15, -9.55484669882830764870e-15,
+     -4.15056934728722208663e-14, 1.54008621752140982691e-14, 3.85277838274214270114e-13,
+     7.18012445138366623367e-13, -1.79417853150680611778e-12, -1.32158118404477131188e-11,
+     -3.14991652796324136454e-11, 1.18891471078464383424e-11, 4.94060238822496958910e-10) + _I0E_F32[1])
+_I1E_F32 = (
+    (9.38153738649577178388e-9, -4.44505912879632808065e-8, 2.00329475355213526229e-7, -8.56872026469545225797e-7,
+     3.47025130813767847674e-6, -1.32731636560394358279e-5, 4.78156510755005422638e-5, -1.61760815825896745588e-4,
+     5.12285956168575772895e-4, -1.51357245063125314899e-3, 4.15642294431288815669e-3, -1.05640848946261981558e-2,
+     2.47264490306265168283e-2, -5.29459812080949914269e-2, 1.02643658689847095384e-1, -1.76416518357834055153e-1,
+     2.52587186443633654823e-1),
+    (-3.83538038596423702205e-9, -2.63146884688951950684e-8, -2.51223623787020892529e-7,
+     -3.88256480887769039346e-6, -1.10588938762623716291e-4, -9.76109749136146840777e-3,
+     7.78576235018280120474e-1))
 
 
 def check_result_type(got: TensorType, want: TensorType, what: str) -> None:

@@ -192,7 +192,7 @@ _REFUSED = {
     **{f"stablehlo.{n}": "a linear-algebra decomposition; out of scope" for n in ("cholesky", "triangular_solve")},
     **{n: "a random-number op; out of scope" for n in ("stablehlo.rng", "stablehlo.rng_bit_generator")},
     **{f"chlo.{n}": "a special function with no IR op" for n in (
-        "igamma", "igammac", "bessel_i0e", "bessel_i1e", "polygamma", "zeta", "regularized_incomplete_beta")},
+        "igamma", "igammac", "polygamma", "zeta", "regularized_incomplete_beta")},
     "stablehlo.fft": "complex numbers are out of scope",
     "stablehlo.select_and_scatter": "a gradient of max pooling; training is out of scope",
     "stablehlo.while": "loops are out of scope (jax writes igamma and friends as while loops)",
@@ -995,6 +995,11 @@ def _top_k(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     # chlo.top_k ranks floats by XLA's total order (a NaN with the sign bit set comes last).
     return [w.out(v) for v in w.em.topk(w.value(ins[0]), _int(w.ir, _attr(op, "k")), -1, big, idx_dt,
                                         total_order=True)]
+
+
+@converter("chlo.bessel_i1e")
+def _bessel_i1e(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
+    return [w.out(w.em.bessel(1, w.value(ins[0])))]
 
 
 @converter("stablehlo.bitcast_convert")

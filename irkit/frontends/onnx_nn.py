@@ -726,3 +726,78 @@ def _col2im(cx: Emitter, node: Node) -> list[OnnxValue | None]:
               reduction="add")
     y = cx.op("ik.slice", y, start=(0, 0, 0), limit=(nb, c, total))
     return [OnnxValue.of(cx.op("ik.reshape", y, shape=(nb, c, *img)))]
+
+
+# ---------------------------------------------------------------------------
+# DeformConv (2-D): bilinear samples at offset kernel taps (zeros outside), then a grouped matmul
+
+
+@converter("DeformConv")
+def _deform_conv(cx: Emitter, node: Node) -> list[OnnxValue | None]:
+    x, w, off = node.req(0, "X"), node.req(1, "W"), node.req(2, "offset")
+    bias, mask = node.input(3), node.input(4)
+    if x.rank != 4 or w.rank != 4 or off.rank != 4:
+        raise Unsupported(f"DeformConv with {x.rank - 2} spatial dims (irkit supports 2-D)")
+    n, c, ih, iw = _static(node, x.shape, "input dims")
+    oc, icpg, kh, kw = _static(node, w.shape, "weight dims")
+    _, off_c, oh, ow = _static(node, off.shape, "offset dims")
+    kh, kw = (int(v) for v in node.attr("kernel_shape", [kh, kw]))
+    sth, stw = (int(v) for v in node.attr("strides", [1, 1]))
+    dh, dw = (int(v) for v in node.attr("dilations", [1, 1]))
+    pt, pl, pb, pr = (int(v) for v in node.attr("pads", [0, 0, 0, 0]))
+    group, og = int(node.attr("group", 1)), int(node.attr("offset_group", 1))
+    k = kh * kw
+    if c != icpg * group or oc % group or c % og or off_c != og * 2 * k:
+        raise FrontendError(f"node '{node.name}' (DeformConv): X {list(x.shape)}, W {list(w.shape)}, offset "
+                            f"{list(off.shape)} do not fit group {group}, offset_group {og}")
+    if oh != (ih + pt + pb - (kh - 1) * dh - 1) // sth + 1 or ow != (iw + pl + pr - (kw - 1) * dw - 1) // stw + 1:
+        raise FrontendError(f"node '{node.name}' (DeformConv): offset spatial dims {[oh, ow]} do not match the "
+                            "convolution's output")
+    dt = x.dtype
+    s = lambda v: cx.scalar(v, dt)  # noqa: E731
+    p = oh * ow
+    # Sampling positions [N, G, K, P]: the kernel tap's place plus its learned offset.
+    ov = cx.op("ik.reshape", cx.ir(off), shape=(n, og, k, 2, p))
+
+    def coord(i: int) -> Value:
+        return cx.op("ik.reshape", cx.op("ik.slice", ov, start=(0, 0, 0, i, 0), limit=(n, og, k, i + 1, p)),
+                     shape=(n, og, k, p))
+
+    base_h = (np.arange(kh)[:, None, None, None] * dh + np.arange(oh)[None, None, :, None] * sth - pt)
+    base_w = (np.arange(kw)[None, :, None, None] * dw + np.arange(ow)[None, None, None, :] * stw - pl)
+    bh = np.broadcast_to(base_h, (kh, kw, oh, ow)).reshape(1, 1, k, p).astype(dt.np)
+    bw = np.broadcast_to(base_w, (kh, kw, oh, ow)).reshape(1, 1, k, p).astype(dt.np)
+    ph = cx.op("ik.add", coord(0), cx.constant(bh, dt))
+    pw = cx.op("ik.add", coord(1), cx.constant(bw, dt))
+    h0, w0 = cx.op("ik.floor", ph), cx.op("ik.floor", pw)
+    lh, lw = cx.op("ik.sub", ph, h0), cx.op("ik.sub", pw, w0)
+    cg = c // og
+    xg = cx.op("ik.reshape", cx.ir(x), shape=(n, og, cg, ih * iw))
+    mv = None if mask is None else cx.op("ik.reshape", cx.ir(mask), shape=(n, og, k, p))
+    acc: Value | None = None
+    for a in (0, 1):
+        hc = h0 if a == 0 else cx.op("ik.add", h0, s(1.0))
+        wh = cx.op("ik.sub", s(1.0), lh) if a == 0 else lh
+        for b in (0, 1):
+            wc = w0 if b == 0 else cx.op("ik.add", w0, s(1.0))
+            ww = cx.op("ik.sub", s(1.0), lw) if b == 0 else lw
+            ok = cx.op("ik.and", cx.op("ik.and", cx.op("ik.ge", hc, s(0.0)), cx.op("ik.le", hc, s(ih - 1.0))),
+                       cx.op("ik.and", cx.op("ik.ge", wc, s(0.0)), cx.op("ik.le", wc, s(iw - 1.0))))
+            hi = cx.op("ik.cast", cx.op("ik.min", cx.op("ik.max", hc, s(0.0)), s(ih - 1.0)), to=DType.i64)
+            wi = cx.op("ik.cast", cx.op("ik.min", cx.op("ik.max", wc, s(0.0)), s(iw - 1.0)), to=DType.i64)
+            flat = cx.op("ik.add", cx.op("ik.mul", hi, cx.scalar(iw, DType.i64)), wi)  # [N, G, K, P]
+            idx = cx.op("ik.broadcast", cx.op("ik.reshape", flat, shape=(n, og, 1, k * p)), shape=(n, og, cg, k * p))
+            val = cx.op("ik.gather_elements", xg, idx, axis=3)  # [N, G, Cg, K*P]
+            wt = cx.op("ik.where", ok, cx.op("ik.mul", wh, ww), s(0.0))
+            if mv is not None:
+                wt = cx.op("ik.mul", wt, mv)
+            val = cx.op("ik.mul", val, cx.op("ik.reshape", wt, shape=(n, og, 1, k * p)))
+            acc = val if acc is None else cx.op("ik.add", acc, val)
+    assert acc is not None
+    # [N, C, K, P] -> per conv group [N, group, icpg*K, P]; weights [1, group, ocpg, icpg*K].
+    cols = cx.op("ik.reshape", acc, shape=(n, group, icpg * k, p))
+    wv = cx.op("ik.reshape", cx.ir(w), shape=(1, group, oc // group, icpg * k))
+    y = cx.op("ik.reshape", cx.op("ik.matmul", wv, cols), shape=(n, oc, oh, ow))
+    if bias is not None:
+        y = cx.op("ik.add", y, cx.op("ik.reshape", cx.ir(bias), shape=(1, oc, 1, 1)))
+    return [OnnxValue.of(y)]

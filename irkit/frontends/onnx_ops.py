@@ -304,6 +304,8 @@ class Emitter:
 
     def constant(self, arr: np.ndarray, dtype: DType, name: str | None = None) -> Value:
         arr = np.asarray(arr)
+        if arr.size == 0 and arr.ndim:  # an empty tensor: a broadcast of a scalar (nothing to store)
+            return self.op("ik.broadcast", self.op("ik.constant", value=Dense.splat(0, (), dtype)), shape=arr.shape)
         if arr.size > 1 and arr.strides and all(s == 0 for s in arr.strides):
             d = Dense.splat(arr.reshape(-1)[0], arr.shape, dtype).with_resource(name)
         else:

@@ -107,9 +107,6 @@ def _tfidf(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     if mode == "IDF":
         pos_v = cx.op("ik.gt", total, cx.scalar(0.0, f))
         total = cx.op("ik.where", pos_v, wv if wv is not None else cx.scalar(1.0, f), cx.scalar(0.0, f))
-        if wv is not None:
-            total = cx.op("ik.broadcast", total, shape=(n_b, out_size)) if total.type.shape != (n_b, out_size) \
-                else total
     elif mode == "TFIDF" and wv is not None:
         total = cx.op("ik.mul", total, wv)
     if x.rank == 1:

@@ -708,6 +708,48 @@ def _meshgrid(cx: ConvertContext, a: dict) -> Any:
     return tuple(out)
 
 
+@converter("put")
+def _put(cx: ConvertContext, a: dict) -> Any:
+    """``self`` seen flat, ``source`` written (or added, ``accumulate``) at the flat ``index``
+    (negative counts from the end; a repeated index keeps the last write)."""
+    x = _require(a["self"], "input")
+    idx = cx.cast(_require(a["index"], "index"), DType.i64)
+    src = cx.cast(_require(a["source"], "source"), x.dtype)
+    n = dim_prod(x.shape)
+    flat = cx.reshape(x, (n,))
+    k = dim_prod(idx.shape)
+    out = cx.b.scatter_elements(flat, cx.reshape(idx, (k,)), cx.reshape(src, (k,)), axis=0,
+                                reduction="add" if a.get("accumulate") else "none")
+    return cx.reshape(out, x.shape)
+
+
+@converter("nonzero_static")
+def _nonzero_static(cx: ConvertContext, a: dict) -> Any:
+    """The coordinates of the first ``size`` nonzero elements (row-major), rows past the count
+    filled with ``fill_value``: the k-th nonzero is the element whose running count is k."""
+    x = _require(a["self"], "input")
+    size = _static(cx.dim(a["size"]), "nonzero_static size")
+    fill = int(a.get("fill_value", -1))
+    shape = [_static(d, "nonzero_static input size") for d in x.shape]
+    n = int(np.prod(shape)) if shape else 1
+    r = max(len(shape), 0)
+    flat = cx.reshape(x, (n,))
+    nz = cx.b.ne(flat, cx.tensor(0, flat.dtype)) if not flat.dtype.is_bool else flat
+    rank = cx.b.sub(cx.b.cumsum(cx.cast(nz, DType.i64), axis=0, reverse=False, exclusive=False),
+                    cx.tensor(1, DType.i64))
+    slot = cx.b.iota(shape=(size, 1), axis=0, dtype=DType.i64)
+    hit = cx.b.create("ik.and", [cx.b.eq(cx.reshape(rank, (1, n)), slot),
+                                 cx.reshape(nz, (1, n))]).results[0]  # (size, n)
+    pos = cx.b.iota(shape=(1, n), axis=1, dtype=DType.i64)
+    where = cx.b.reduce_sum(cx.b.where(hit, pos, cx.tensor(0, DType.i64)), axes=(1,), keepdims=True)
+    found = cx.b.reduce_max(cx.cast(hit, DType.i64), axes=(1,), keepdims=True)
+    strides = np.array([int(np.prod(shape[i + 1:])) for i in range(r)], dtype=np.int64).reshape(1, r)
+    dims = np.array(shape, dtype=np.int64).reshape(1, r)
+    coords = cx.b.mod(cx.b.floor_div(where, cx.b.constant(strides)), cx.b.constant(dims))
+    out = cx.b.where(cx.b.eq(found, cx.tensor(1, DType.i64)), coords, cx.tensor(fill, DType.i64))
+    return cx.cast(out, cx.out_dtype)
+
+
 @converter("nonzero", "argwhere", "masked_select", "_unique", "_unique2",
       "unique_dim", "unique_consecutive", "nonzero_numpy", "_local_scalar_dense", "item")
 def _data_dependent(cx: ConvertContext, a: dict) -> Any:

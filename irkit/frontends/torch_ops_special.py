@@ -16,7 +16,7 @@ import numpy as np
 from irkit.frontends.torch_cx import ConvertContext, Unsupported
 from irkit.frontends.torch_ops import _float_dtype, _opname, _require, converter
 from irkit.ir.core import Value
-from irkit.ir.types import DType, dim_add
+from irkit.ir.types import DType, dim_add, dim_mul, dim_prod, normalize_axis
 
 # Euler-Maclaurin for zeta(s, q): N direct terms, then the tail at a = q + N.
 _ZETA_TERMS = 24
@@ -38,6 +38,14 @@ def _bernoulli(n: int) -> list[Fraction]:
 
 
 _B = _bernoulli(2 * _ZETA_TAIL)
+
+
+def _input(a: dict) -> Value:
+    """The tensor operand: ``self`` in most schemas, ``x`` in ``special_*`` ones, ``input`` elsewhere."""
+    for k in ("self", "x", "input"):
+        if k in a:
+            return _require(a[k], "input")
+    raise Unsupported("no tensor operand")
 
 
 def _iota_axis(cx: ConvertContext, x: Value, n: int, dt: DType) -> Value:
@@ -75,12 +83,12 @@ def _polygamma(cx: ConvertContext, a: dict) -> Any:
     if n < 0:
         raise Unsupported(f"polygamma of negative order {n}")
     if n == 0:
-        return cx.b.digamma(cx.cast(_require(a["self"], "input"), dt))
+        return cx.b.digamma(cx.cast(_input(a), dt))
     # psi^(n)(x) = (-1)^(n+1) n! zeta(n+1, x) for x >= 0, in float64; below 0 the reflection
     # psi^(n)(x) = (-1)^n psi^(n)(1 - x) - pi^(n+1) P_n(cot(pi x)), where
     # d^n/dx^n cot(pi x) = pi^n P_n(cot(pi x)), P_0 = c, P_k+1 = -(1 + c^2) P_k'(c).
     f64 = DType.f64
-    x = cx.cast(_require(a["self"], "input"), f64)
+    x = cx.cast(_input(a), f64)
     neg = cx.b.lt(x, cx.tensor(0.0, f64))
     xp = cx.b.where(neg, cx.b.sub(cx.tensor(1.0, f64), x), x)
     c = (1.0 if n % 2 else -1.0) * math.factorial(n)
@@ -119,7 +127,7 @@ def _erfcx(cx: ConvertContext, a: dict) -> Any:
     (40 levels: float64 rounding for x >= 2).  Computed in float64."""
     out_dt = _float_dtype(cx)
     dt = DType.f64
-    x = cx.cast(_require(a["self"], "input"), dt)
+    x = cx.cast(_input(a), dt)
     direct = cx.b.mul(cx.b.exp(cx.b.mul(x, x)), cx.b.sub(cx.tensor(1.0, dt), cx.b.erf(x)))
     big = cx.b.max(x, cx.tensor(_ERFCX_SPLIT, dt))  # keeps the fraction finite where it is not used
     t = cx.tensor(0.0, dt)
@@ -172,7 +180,8 @@ def bessel_i(cx: ConvertContext, x: Value, nu: int, scaled: bool) -> Value:
     return cx.b.where(cx.b.isnan(x), x, out)
 
 
-_BESSEL = {"i0": (0, False), "special_i0": (0, False), "special_i0e": (0, True), "special_i1": (1, False),
+_BESSEL = {"i0": (0, False), "special_i0": (0, False), "special_modified_bessel_i0": (0, False),
+           "special_modified_bessel_i1": (1, False), "special_i0e": (0, True), "special_i1": (1, False),
            "special_i1e": (1, True), "prims.bessel_i0.default": (0, False), "prims.bessel_i0e.default": (0, True),
            "prims.bessel_i1.default": (1, False), "prims.bessel_i1e.default": (1, True)}
 
@@ -180,11 +189,107 @@ _BESSEL = {"i0": (0, False), "special_i0": (0, False), "special_i0e": (0, True),
 @converter(*_BESSEL)
 def _bessel(cx: ConvertContext, a: dict) -> Any:
     dt = _float_dtype(cx)
-    x = cx.cast(_require(a["self"], "input"), DType.f64)  # the series loses digits in float32
+    x = cx.cast(_input(a), DType.f64)  # the series loses digits in float32
     key = str(cx.node.target)
     name = key if key.startswith("prims.") else _opname(cx)
     nu, scaled = _BESSEL[name]
     return cx.cast(bessel_i(cx, x, nu, scaled), dt)
+
+
+@converter("special_spherical_bessel_j0", "prims.spherical_bessel_j0.default")
+def _spherical_j0(cx: ConvertContext, a: dict) -> Any:
+    """sin(x) / x, 1 at 0 (``1 - x^2/6`` below |x| = 1e-4, where the quotient loses digits)."""
+    dt = _float_dtype(cx)
+    x = cx.cast(_input(a), DType.f64)
+    f64 = DType.f64
+    tiny = cx.b.lt(cx.b.abs(x), cx.tensor(1e-4, f64))
+    safe = cx.b.where(tiny, cx.tensor(1.0, f64), x)
+    series = cx.b.sub(cx.tensor(1.0, f64), cx.b.div(cx.b.mul(x, x), cx.tensor(6.0, f64)))
+    return cx.cast(cx.b.where(tiny, series, cx.b.div(cx.b.sin(safe), safe)), dt)
+
+
+@converter("special_ndtri", "prims.ndtri.default")
+def _ndtri(cx: ConvertContext, a: dict) -> Any:
+    """The standard normal quantile ``sqrt(2) erfinv(2p - 1)`` (in float64: 2p - 1 keeps p's digits)."""
+    dt = _float_dtype(cx)
+    p = cx.cast(_input(a), DType.f64)
+    q = cx.b.sub(cx.b.mul(p, cx.tensor(2.0, DType.f64)), cx.tensor(1.0, DType.f64))
+    return cx.cast(cx.b.mul(cx.b.erfinv(q), cx.tensor(math.sqrt(2.0), DType.f64)), dt)
+
+
+@converter("hinge_embedding_loss")
+def _hinge_embedding_loss(cx: ConvertContext, a: dict) -> Any:
+    """``x`` where target is 1, ``max(0, margin - x)`` where it is -1 (ATen sums both terms:
+    other targets get both), reduced by ATen's int reduction."""
+    dt = cx.out_dtype
+    x = cx.cast(_input(a), dt)
+    y = cx.cast(_require(a["target"], "target"), dt)
+    zero = cx.tensor(0.0, dt)
+    margin = cx.tensor(float(a.get("margin", 1.0)), dt)
+    neg = cx.b.where(cx.b.ne(y, cx.tensor(1.0, dt)), cx.b.max(cx.b.sub(margin, x), zero), zero)
+    pos = cx.b.where(cx.b.ne(y, cx.tensor(-1.0, dt)), x, zero)
+    loss = cx.b.add(pos, neg)
+    red = int(a.get("reduction", 1))
+    if red == 0:
+        return cx.broadcast(loss, cx.out_shape)
+    axes = tuple(range(loss.type.rank))
+    return cx.b.reduce_mean(loss, axes=axes, keepdims=False) if red == 1 else \
+        cx.b.reduce_sum(loss, axes=axes, keepdims=False)
+
+
+_CHEBYSHEV = {f"special_{p}chebyshev_polynomial_{k}": (k, bool(p)) for k in "tuvw" for p in ("", "shifted_")}
+
+
+@converter(*_CHEBYSHEV)
+def _chebyshev(cx: ConvertContext, a: dict) -> Any:
+    """Chebyshev polynomials of the four kinds (and the shifted ones, of ``2x - 1``) of degree
+    ``trunc(n)`` (0 below degree 0, as torch), by their closed forms in float64: with
+    ``x = cos(th)`` inside [-1, 1], ``x = cosh(t)`` beyond, e.g. ``T_n = cos(n th)``,
+    ``U_n = sin((n+1) th) / sin(th)``, ``V_n = cos((n+1/2) th) / cos(th/2)``,
+    ``W_n = sin((n+1/2) th) / sin(th/2)``; the kinds' values at +-1 are set exactly, and below -1
+    ``T, U`` take the sign ``(-1)^n`` while ``V`` and ``W`` swap (``V_n(x) = (-1)^n W_n(-x)``)."""
+    kind, shifted = _CHEBYSHEV[_opname(cx)]
+    f64 = DType.f64
+    dt = _float_dtype(cx)
+    x = cx.cast(_require(a["x"], "x"), f64)
+    n = cx.b.trunc(cx.cast(_require(a["n"], "n"), f64) if isinstance(a["n"], Value) else cx.tensor(a["n"], f64))
+    if shifted:
+        x = cx.b.sub(cx.b.mul(x, cx.tensor(2.0, f64)), cx.tensor(1.0, f64))
+    one, half = cx.tensor(1.0, f64), cx.tensor(0.5, f64)
+    sign = cx.b.sub(one, cx.b.mul(cx.b.mod(n, cx.tensor(2.0, f64)), cx.tensor(2.0, f64)))  # (-1)^n, n >= 0
+    ax = cx.b.abs(x)
+    th = cx.b.acos(cx.b.max(cx.b.min(x, one), cx.b.neg(one)))
+    t = cx.b.acosh(cx.b.max(ax, one))  # of |x|
+    m = cx.b.add(n, one) if kind == "u" else cx.b.add(n, half) if kind in "vw" else n
+
+    def q(num: Value, den: Value) -> Value:
+        return cx.b.div(num, den)
+
+    if kind == "t":
+        inside = cx.b.cos(cx.b.mul(n, th))
+        pos, neg = cx.b.cosh(cx.b.mul(n, t)), cx.b.mul(sign, cx.b.cosh(cx.b.mul(n, t)))
+        at1, atm1 = one, sign
+    elif kind == "u":
+        inside = q(cx.b.sin(cx.b.mul(m, th)), cx.b.sin(th))
+        hyp = q(cx.b.sinh(cx.b.mul(m, t)), cx.b.sinh(t))
+        pos, neg = hyp, cx.b.mul(sign, hyp)
+        at1, atm1 = m, cx.b.mul(sign, m)
+    else:
+        cos_form = q(cx.b.cosh(cx.b.mul(m, t)), cx.b.cosh(cx.b.mul(t, half)))
+        sin_form = q(cx.b.sinh(cx.b.mul(m, t)), cx.b.sinh(cx.b.mul(t, half)))
+        odd = cx.b.mul(m, cx.tensor(2.0, f64))  # 2n + 1
+        if kind == "v":
+            inside = q(cx.b.cos(cx.b.mul(m, th)), cx.b.cos(cx.b.mul(th, half)))
+            pos, neg = cos_form, cx.b.mul(sign, sin_form)
+            at1, atm1 = one, cx.b.mul(sign, odd)
+        else:
+            inside = q(cx.b.sin(cx.b.mul(m, th)), cx.b.sin(cx.b.mul(th, half)))
+            pos, neg = sin_form, cx.b.mul(sign, cos_form)
+            at1, atm1 = odd, sign
+    out = cx.b.where(cx.b.gt(x, one), pos, cx.b.where(cx.b.lt(x, cx.b.neg(one)), neg, inside))
+    out = cx.b.where(cx.b.eq(x, one), at1, cx.b.where(cx.b.eq(x, cx.b.neg(one)), atm1, out))
+    out = cx.b.where(cx.b.lt(n, cx.tensor(0.0, f64)), cx.tensor(0.0, f64), out)
+    return cx.cast(out, dt)
 
 
 @converter("_cdist_forward", "cdist")
@@ -215,6 +320,115 @@ def _cdist(cx: ConvertContext, a: dict) -> Any:
         return cx.b.sqrt(cx.b.reduce_sum(cx.b.mul(d, d), axes=last, keepdims=False))
     s = cx.b.reduce_sum(cx.b.pow(ad, cx.tensor(p, dt)), axes=last, keepdims=False)
     return cx.b.pow(s, cx.tensor(1.0 / p, dt))
+
+
+@converter("segment_reduce")
+def _segment_reduce(cx: ConvertContext, a: dict) -> Any:
+    """Reduce consecutive segments of ``data`` along ``axis`` (sizes ``lengths``, or ``offsets``):
+    a (segment, position) membership mask from the cumulative ends, then a masked reduction.
+    ``initial`` joins every segment's reduction (a mean divides by the element count only);
+    an empty segment without it gives torch's identities (0, 1, -inf, +inf; NaN for mean)."""
+    data = _require(a["data"], "data")
+    reduce = str(a["reduce"])
+    if reduce not in ("sum", "mean", "max", "min", "prod"):
+        raise Unsupported(f"segment_reduce with reduce='{reduce}'")
+    dt = _float_dtype(cx)
+    data = cx.cast(data, dt)
+    ax = normalize_axis(int(a.get("axis", 0)), data.type.rank)
+    lengths, offsets = a.get("lengths"), a.get("offsets")
+    if isinstance(lengths, Value):
+        if lengths.type.rank != 1:
+            raise Unsupported("segment_reduce with multi-dimensional lengths")
+        ends = cx.b.cumsum(cx.cast(lengths, DType.i64), axis=0, reverse=False, exclusive=False)
+        starts = cx.b.sub(ends, cx.cast(lengths, DType.i64))
+    elif isinstance(offsets, Value):
+        if offsets.type.rank != 1:
+            raise Unsupported("segment_reduce with multi-dimensional offsets")
+        o = cx.cast(offsets, DType.i64)
+        n_off = o.shape[0]
+        starts = cx.b.slice(o, start=(0,), limit=(dim_add(n_off, -1),))
+        ends = cx.b.slice(o, start=(1,), limit=(n_off,))
+    else:
+        raise Unsupported("segment_reduce without lengths or offsets")
+    if a.get("indices") is not None:
+        raise Unsupported("segment_reduce with indices")
+    r = data.type.rank
+    n, seg = data.shape[ax], starts.shape[0]
+    # (seg, n) membership, laid out against data moved to (seg, n, rest...) with axis first
+    pos = cx.b.iota(shape=(1, n), axis=1, dtype=DType.i64)
+    member = cx.b.create("ik.and", [cx.b.ge(pos, cx.reshape(starts, (seg, 1))),
+                                    cx.b.lt(pos, cx.reshape(ends, (seg, 1)))]).results[0]
+    perm = (ax,) + tuple(i for i in range(r) if i != ax)
+    xt = cx.b.transpose(data, perm=perm) if perm != tuple(range(r)) else data
+    rest = xt.shape[1:]
+    m = cx.reshape(member, (seg, n) + (1,) * len(rest))
+    xs = cx.reshape(xt, (1,) + xt.shape)
+    count = cx.b.reduce_sum(cx.cast(member, dt), axes=(1,), keepdims=False)
+    count = cx.reshape(count, (seg,) + (1,) * len(rest))
+    ident = {"sum": 0.0, "mean": 0.0, "prod": 1.0, "max": float("-inf"), "min": float("inf")}[reduce]
+    masked = cx.b.where(m, xs, cx.tensor(ident, dt))
+    kind = {"sum": "reduce_sum", "mean": "reduce_sum", "prod": "reduce_prod", "max": "reduce_max",
+            "min": "reduce_min"}[reduce]
+    out = getattr(cx.b, kind)(masked, axes=(1,), keepdims=False)
+    init = a.get("initial")
+    if init is not None:
+        iv = cx.tensor(float(init), dt)
+        out = {"sum": cx.b.add, "mean": cx.b.add, "prod": cx.b.mul, "max": cx.b.max, "min": cx.b.min}[reduce](out, iv)
+    if reduce == "mean":
+        mean = cx.b.div(out, count)
+        empty = cx.b.eq(count, cx.tensor(0.0, dt))
+        out = cx.b.where(empty, iv, mean) if init is not None else mean
+    inv = tuple(int(i) for i in np.argsort(perm))
+    return cx.b.transpose(out, perm=inv) if perm != tuple(range(r)) else out
+
+
+@converter("bilinear")
+def _bilinear(cx: ConvertContext, a: dict) -> Any:
+    """``y[..., o] = sum_ij x1[..., i] W[o, i, j] x2[..., j] + b[o]``: one matmul against W laid
+    out as (I, O*J), then a product with x2 summed over j."""
+    dt = cx.out_dtype
+    x1 = cx.cast(_require(a["input1"], "input1"), dt)
+    x2 = cx.cast(_require(a["input2"], "input2"), dt)
+    w = cx.cast(_require(a["weight"], "weight"), dt)
+    o, i, j = w.shape
+    lead = cx.out_shape[:-1]
+    x1 = cx.broadcast(x1, lead + (i,))
+    x2 = cx.broadcast(x2, lead + (j,))
+    wt = cx.reshape(cx.b.transpose(w, perm=(1, 0, 2)), (i, dim_mul(o, j)))
+    t = cx.reshape(cx.b.matmul(cx.reshape(x1, (dim_prod(lead), i)), wt), lead + (o, j))
+    y = cx.b.reduce_sum(cx.b.mul(t, cx.reshape(x2, lead + (1, j))), axes=(len(lead) + 1,), keepdims=False)
+    b = a.get("bias")
+    if isinstance(b, Value):
+        y = cx.b.add(y, cx.cast(b, dt))
+    return y
+
+
+@converter("margin_ranking_loss")
+def _margin_ranking_loss(cx: ConvertContext, a: dict) -> Any:
+    """``max(0, -target * (input1 - input2) + margin)``, reduced by ATen's int reduction."""
+    dt = cx.out_dtype
+    x1 = cx.cast(_require(a["input1"], "input1"), dt)
+    x2 = cx.cast(_require(a["input2"], "input2"), dt)
+    y = cx.cast(_require(a["target"], "target"), dt)
+    z = cx.b.add(cx.b.neg(cx.b.mul(y, cx.b.sub(x1, x2))), cx.tensor(float(a.get("margin", 0.0)), dt))
+    loss = cx.b.max(z, cx.tensor(0.0, dt))
+    red = int(a.get("reduction", 1))
+    if red == 0:
+        return cx.broadcast(loss, cx.out_shape)
+    axes = tuple(range(loss.type.rank))
+    return cx.b.reduce_mean(loss, axes=axes, keepdims=False) if red == 1 else \
+        cx.b.reduce_sum(loss, axes=axes, keepdims=False)
+
+
+@converter("angle")
+def _angle(cx: ConvertContext, a: dict) -> Any:
+    """The argument of a real number: pi below zero, 0 otherwise, NaN kept (complex inputs are refused
+    at the dtype)."""
+    x = _input(a)
+    dt = _float_dtype(cx)
+    xf = cx.cast(x, dt)
+    out = cx.b.where(cx.b.lt(xf, cx.tensor(0.0, dt)), cx.tensor(math.pi, dt), cx.tensor(0.0, dt))
+    return cx.b.where(cx.b.isnan(xf), xf, out) if dt.is_float else out
 
 
 @converter("transformers.grouped_mm_fallback.default")

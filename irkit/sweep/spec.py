@@ -299,7 +299,7 @@ def load_spec(path: str | Path) -> SweepSpec:
         raise InputError(f"{path}: 'timeout' must be a positive number of seconds per task")
     if not isinstance(retries, int) or retries < 0:
         raise InputError(f"{path}: 'retries' must be a non-negative integer")
-    tiles = parse_tiles(data["tiles"], p) if "tiles" in data else [None]
+    tiles: list[Tile | None] = parse_tiles(data["tiles"], p) if "tiles" in data else [None]
     return SweepSpec(name=str(data.get("name", p.stem)), path=p.resolve(), models=models, frontends=frontends,
                      pipelines=pipelines, targets=targets, dtypes=dtypes, measurements=meas, shapes=shapes,
                      hardware=hardware, exclude=exclude, params=params, timeout=float(timeout), retries=retries,

@@ -483,7 +483,10 @@ def _s_attention(rng):
             Sample([_f32(rng, 1, 2, 6, 4), _f32(rng, 1, 2, 6, 4), _f32(rng, 1, 2, 6, 4)],
                    {"scale": 0.5, "causal": True}, note="causal"),
             Sample([_f32(rng, 1, 2, 4, 4), _f32(rng, 1, 2, 5, 4), _f32(rng, 1, 2, 5, 4), mask],
-                   {"scale": 0.5}, note="fully masked row")]
+                   {"scale": 0.5}, note="fully masked row"),
+            # scores up to |scale*qk| ~ 30, well past the cap of 5; row 1 keeps no key
+            Sample([_f32(rng, 1, 2, 4, 4) * 4, _f32(rng, 1, 2, 5, 4) * 4, _f32(rng, 1, 2, 5, 4), mask],
+                   {"scale": 0.5, "softcap": 5.0}, note="softcap")]
 
 
 def _fused_body(b: Builder, args: list[Value]) -> list[Value]:

@@ -68,6 +68,9 @@ class Job:
     interp: bool = True
     """Run the interpreter against torch (before and after the pipeline)."""
     verbose: bool = False
+    partial: str = ""
+    """Where to keep the row as it grows (JSON, rewritten after each stage), so a job killed at its
+    timeout still reports the stages it finished; empty: nowhere."""
 
     @property
     def key(self) -> str:
@@ -124,11 +127,23 @@ def _short(e: BaseException) -> str:
 class _Stages:
     """Times and peak memory of the stages of one job, and their errors."""
 
-    def __init__(self, row: dict[str, Any], label: str, verbose: bool):
+    def __init__(self, row: dict[str, Any], label: str, verbose: bool, partial: str = ""):
         self.row = row
         self.label = label
         self.verbose = verbose
+        self.partial = partial
         row.setdefault("stages", {})
+
+    def save(self, running: str = "") -> None:
+        if not self.partial:
+            return
+        from irkit.fileio import atomic_write
+
+        doc = dict(self.row, running=running) if running else self.row
+        try:
+            atomic_write(self.partial, json.dumps(doc, default=str))
+        except OSError:
+            pass
 
     @contextmanager
     def stage(self, name: str) -> Iterator[dict[str, Any]]:
@@ -138,7 +153,9 @@ class _Stages:
         self.row["stages"][name] = rec
         if self.verbose:
             print(f"[{self.label}] {name}...", file=sys.stderr, flush=True)
+        self.save(running=name)
         t0 = time.perf_counter()
+        c0 = time.process_time()
         try:
             yield rec
             rec["ok"] = True
@@ -151,11 +168,13 @@ class _Stages:
                 rec["missing_ops"] = {k: len(v) for k, v in e.ops.items()}
         finally:
             rec["seconds"] = round(time.perf_counter() - t0, 2)
+            rec["cpu_s"] = round(time.process_time() - c0, 2)
             rec["peak_mb"] = _r(peak_mb())
             if self.verbose:
                 state = "ok" if rec.get("ok") else f"FAILED: {rec.get('error', '')[:120]}"
                 print(f"[{self.label}] {name}: {rec['seconds']:.1f} s, peak {rec['peak_mb']} MB, {state}",
                       file=sys.stderr, flush=True)
+            self.save()
 
     def ok(self, name: str) -> bool:
         return bool(self.row["stages"].get(name, {}).get("ok"))
@@ -222,7 +241,7 @@ def run_job(job: Job) -> dict[str, Any]:
     row: dict[str, Any] = {"key": job.key, "model": job.model, "size": job.size, "frontend": job.frontend,
                            "family": arch.family, "attention": arch.attention, "pipeline": job.pipeline,
                            "targets": {}}
-    st = _Stages(row, job.key, job.verbose)
+    st = _Stages(row, job.key, job.verbose, job.partial)
     tmp = None
     out_dir = Path(job.out_dir) if job.out_dir else None
     if out_dir is None:
@@ -247,7 +266,9 @@ def _run_job(job: Job, arch: Any, row: dict[str, Any], st: _Stages, out_dir: Pat
         _load_plugin(p)
     module = inputs = want = None
     with st.stage("build") as rec:
-        module, inputs = zoo.build(job.model, job.size)
+        from irkit.zoo.build import as_size
+
+        module, inputs = zoo.build(job.model, as_size(job.size))
         with torch.no_grad():
             want = module(*inputs).detach().numpy()
         row["weight_mb"] = round(weight_bytes(module) / 2**20, 1)
@@ -488,11 +509,25 @@ def run_matrix(jobs: Sequence[Job], *, workers: int = 1, timeout: float | None =
     row with ``error``."""
     rows: dict[str, dict[str, Any]] = {}
 
+    import tempfile
+
+    scratch = tempfile.TemporaryDirectory(prefix="irkit-zoo-rows-")
+    jobs = [Job(**dict(asdict(j), partial=j.partial or str(Path(scratch.name) / f"{i}.json")))
+            for i, j in enumerate(jobs)]
+
     def finish(job: Job, out: dict[str, Any]) -> None:
-        row = out.get("result") or {"key": job.key, "model": job.model, "size": job.size,
-                                     "frontend": job.frontend, "stages": {}, "targets": {}}
+        row = out.get("result")
+        if not row and job.partial and Path(job.partial).exists():
+            try:  # the stages a killed job finished
+                row = json.loads(Path(job.partial).read_text())
+            except (OSError, json.JSONDecodeError):
+                row = None
+        row = row or {"key": job.key, "model": job.model, "size": job.size, "frontend": job.frontend,
+                      "stages": {}, "targets": {}}
         if out.get("status") != "ok":
-            row["error"] = f"{out.get('status')}: {out.get('error', '')}"
+            running = row.pop("running", "")
+            row["error"] = f"{out.get('status')}: {out.get('error', '')}" + (f" (in stage {running})"
+                                                                              if running else "")
         row["seconds"] = round(float(out.get("seconds") or 0.0), 1)
         rows[job.key] = row
         if on_row:
@@ -512,6 +547,7 @@ def run_matrix(jobs: Sequence[Job], *, workers: int = 1, timeout: float | None =
                      lambda sj, out: finish(by_id[sj.id], out))
         finally:
             pool.close()
+    scratch.cleanup()
     return [rows[j.key] for j in jobs if j.key in rows]
 
 
@@ -647,15 +683,21 @@ def markdown(doc: dict[str, Any]) -> str:
         cells += [c.get(k, "-") for k in ("export", "import", "interp", "fused")]
         cells += [c.get(t, "-") for t in targets] + [c.get("note", "")]
         out.append("| " + " | ".join(_esc(x) for x in cells) + " |")
-    timing = ["| model | size | frontend | weights MB | export s | import s (peak MB) | optimise s (peak MB) | "
-              + " | ".join(f"{t} compile s (peak MB)" for t in targets) + " | ort session s (peak MB) |",
+    timing = ["| model | size | frontend | weights MB | export s | import | optimise | "
+              + " | ".join(f"{t} compile" for t in targets) + " | ort session |",
               "|" + "---|" * (8 + len(targets))]
     for r in rows:
-        def sp(name: str) -> str:
+        def sp(name: str, r: dict[str, Any] = r) -> str:
             s = _stage(r, name)
             if not s:
                 return "-"
-            return f"{_fmt_s(s.get('seconds'))} ({_fmt_s(s.get('peak_mb'))})" + ("" if s.get("ok") else " failed")
+            out = f"{_fmt_s(s.get('seconds'))} s"
+            if s.get("cpu_s") is not None:
+                out += f" ({_fmt_s(s.get('cpu_s'))} cpu)"
+            peak, before = s.get("peak_mb"), s.get("rss_before_mb")
+            if peak is not None:
+                out += f", {peak:.0f} MB" + (f" (+{max(peak - before, 0.0):.0f})" if before is not None else "")
+            return out + ("" if s.get("ok") else ", failed")
         cells = [r.get("model", "?"), r.get("size", "?"), r.get("frontend", "?"), _fmt_s(r.get("weight_mb")),
                  _fmt_s(_stage(r, "export").get("seconds")), sp("import"), sp("optimise")]
         cells += [sp(f"compile:{t}") for t in targets] + [sp("ort-session")]
@@ -676,7 +718,9 @@ def markdown(doc: dict[str, Any]) -> str:
               "Versions: " + ", ".join(f"{k} {v}" for k, v in sorted(vers.items())) + ".", ""]
     lines += ["## Status", ""] + out + ["", summary(rows), ""]
     lines += ["## Time and peak memory", "",
-              "Seconds of each stage, and in brackets the process's peak resident memory (MB) during it; "
+              "Each stage: wall seconds (CPU seconds of the worker process, where recorded: on a shared "
+              "machine the steadier number), then the process's peak resident memory during the stage (MB) "
+              "and, in brackets, how far it rose above the resident memory at the stage's start.  "
               "`weights MB` is the bytes of the model's parameters and buffers.", ""] + timing + [""]
     notes = doc.get("notes")
     if notes:

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from irkit.ir.core import Op
 from irkit.targets.tvm import _OPAQUE, _TVM_DTYPE, TVM_RULES
+
+from irkit.ir.core import Op
 
 
 def _in_place_ok(lw: Any, op: Op, operand: int, result: int) -> int | None:
@@ -30,12 +31,12 @@ def _in_place_ok(lw: Any, op: Op, operand: int, result: int) -> int | None:
     fn = lw.module.entry
     x = op.operand(operand)
     arg = next((i for i, a in enumerate(fn.args) if a is x), None)
-    if arg is None or op.parent is not fn.body:
+    if arg is None or op.parent is None or op.parent is not fn.body:
         return None
     outs = fn.outputs
     if not any(a == arg and o < len(outs) and outs[o] is op.results[result] for o, a in get_aliases(fn).items()):
         return None
-    body = list(fn.body)
+    body = list(op.parent)
     top = next(i for i, t in enumerate(body) if t is op)
     for i, t in enumerate(body):
         if i <= top:

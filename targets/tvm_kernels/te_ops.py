@@ -701,7 +701,7 @@ def conv(x: Tensor, w: Tensor, bias: Tensor | None, strides: Sequence[int], padd
 
 
 def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, bias: Tensor | None, scale: float,
-              causal: bool) -> Tensor:
+              causal: bool, softcap: float = 0.0) -> Tensor:
     """Unfused attention for what the kernel library does not cover (float64, Dv != D): the
     scores materialised, masked softmax with the reference's convention that a row with every
     key masked gives zeros (never NaN), accumulation in the query's float type (float32 for
@@ -723,6 +723,9 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, bias: Tensor
         return te.sum(qs * tirx.Cast(acc, k[bi, hi // group, j, rd]), axis=rd)
 
     s = te.compute(full, score, name="scores")
+    if softcap:  # Gemma 2's logit soft-cap, on the scaled scores before the bias
+        s0 = s
+        s = te.compute(full, lambda *i: const(softcap, acc) * tirx.tanh(s0[i] / const(softcap, acc)), name="capped")
     if bs is not None:
         s = te.compute(full, lambda *i: s[i] + tirx.Cast(acc, bs[i]), name="biased")
 

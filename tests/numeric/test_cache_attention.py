@@ -89,6 +89,17 @@ def test_tvm_writes_the_cache_in_place():
     assert info.get("inplace_args") == [3, 4]
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("target", ["tvm-cuda", "xla-tpu-v5e"])
+def test_compile_only_targets_lower_it(target):
+    """No device here: the op (GQA step; per-row positions with a mask) must still compile."""
+    from irkit.targets.registry import get_target
+
+    t = get_target(target)
+    for m in (_step_module(), _step_module(b=2, s=3, per_row=True, mask=True)):
+        assert t.lower(m, {}) is not None
+
+
 def test_positions_are_clamped_like_dynamic_update_slice():
     m = _step_module(t=6)
     rng = np.random.default_rng(2)

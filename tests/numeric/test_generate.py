@@ -17,6 +17,7 @@ from irkit.interp import run_function_stateful
 from irkit.ir.aliases import set_aliases
 from irkit.ir.builder import module_of, new_function
 from irkit.ir.types import DType, TensorType
+from irkit.zoo.decode import DECODERS
 
 
 def _ring_module():
@@ -145,9 +146,19 @@ def test_generate_errors():
 ALL_TARGETS = ["reference", "ort", "tvm-llvm", "xla-cpu"]
 
 
+def test_greedy_opt_explicit_positions():
+    """A cheap representative of the other zoo decoders: OPT needs its positions passed explicitly at
+    export (its forward reads the cache length back as a number otherwise)."""
+    from irkit.generate import generate
+
+    dm = _decoder("opt")
+    prompt = _prompt(dm.vocab, 1, 6, seed=4)
+    np.testing.assert_array_equal(generate(dm, "reference", prompt, 8).tokens, _hf_greedy(dm.torch_model, prompt, 8))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("target", ALL_TARGETS)
-@pytest.mark.parametrize("name", ["gpt2", "llama", "mistral", "qwen2", "gemma", "phi3"])
+@pytest.mark.parametrize("name", DECODERS)
 def test_all_decoders_all_targets_32_tokens(name, target):
     from irkit.generate import generate
 
@@ -196,3 +207,21 @@ def test_tvm_call_tir_inplace_writes_the_callers_tensor():
         assert new.data_ptr() == cache.data_ptr()
     np.testing.assert_array_equal(cache.numpy()[:, 0], [1, 2, 3, 4])
     np.testing.assert_array_equal(s.numpy(), [16, 32, 48, 64])
+
+
+def test_generate_pipeline_option_and_ort_inplace_cache():
+    """``irkit generate -p``: passes run on the decode function keep the greedy tokens; on ort the KV-cache
+    outputs are updated in place (ScatterElements into the argument's own buffer, no ping-pong copy)."""
+    from irkit.commands.generate_cmd import apply_pipeline
+    from irkit.generate import compile_decoder, generate
+
+    dm = _decoder("gpt2")
+    opt = apply_pipeline(dm, "canonicalize,dce")
+    assert opt.decode is opt.prefill and opt.decode is not dm.decode and opt.info["pipeline"] == "canonicalize,dce"
+    prompt = _prompt(dm.vocab, 1, 5, seed=9)
+    want = _hf_greedy(dm.torch_model, prompt, 6)
+    np.testing.assert_array_equal(generate(opt, "ort", prompt, 6).tokens, want)
+    c = compile_decoder(dm, "ort")
+    sess = c.target.open_session(c.decode)
+    caches = {o for o, a in sess.aliases.items() if len(c.state_types[a][0]) == 4}
+    assert caches and caches <= sess.inplace, (caches, sess.inplace)

@@ -181,3 +181,42 @@ def test_clamp_on_bool_operands() -> None:
             r = np.random.default_rng(seed)
             xs = [r.random((4, 5)) < 0.5 for _ in range(3)]
             assert_bitwise(m, f, xs, f"clamp on i1 via {path}, seed {seed}")
+
+
+def test_hlo_text_spells_nextafter_with_bitcasts() -> None:
+    """XLA's HLO (as lowered and as compiled) writes nextafter with bitcast-converts; both import."""
+    def f(x: Any, y: Any) -> Any:
+        return lax.nextafter(x, y)
+
+    x = np.array([1.0, -0.0, 0.0, np.inf, np.nan, -1e-45, 3.0, NEG_NAN, -2.5], np.float32)
+    y = np.array([2.0, 1.0, -1.0, 0.0, 1.0, 1.0, 3.0, 0.0, -np.inf], np.float32)
+    lowered = jax.jit(f).lower(x, y)
+    for what, text in (("lowered", lowered.as_text(dialect="hlo")), ("compiled", lowered.compile().as_text())):
+        m = import_hlo(text)
+        assert "ik.bitcast" in {op.name for op in m.walk()}, what
+        got = np.asarray(run(m, [x, y])[0])
+        np.testing.assert_array_equal(bits(got), bits(np.asarray(f(x, y))), err_msg=what)
+
+
+@pytest.mark.parametrize("target", ["ort", "xla-cpu", pytest.param("tvm-llvm", marks=pytest.mark.slow)])
+def test_total_order_top_k_on_targets(target: str) -> None:
+    """The imported top_k (ik.bitcast, integer bit ops, ik.topk, ik.gather_elements) lowered to each
+    runnable target gives JAX's values bit for bit and its indices."""
+    from irkit.targets.registry import get_target
+
+    tg = get_target(target)
+    if not tg.availability().can_run:
+        pytest.skip(f"{target} cannot run here")
+
+    def f(x: Any) -> Any:
+        return lax.top_k(x, 6)
+
+    x = special_matrix(11)
+    m = import_jax(f, (x,))
+    art = tg.lower(m, {})
+    for seed in (11, 12):
+        xs = special_matrix(seed)
+        got = tg.run(art, [xs])
+        want = [np.asarray(w) for w in f(xs)]
+        np.testing.assert_array_equal(bits(np.asarray(got[0])), bits(want[0]))
+        np.testing.assert_array_equal(np.asarray(got[1]), want[1])

@@ -79,6 +79,9 @@ for nm, fn in [("and", np.logical_and), ("or", np.logical_or), ("xor", np.logica
 case("ik.where", [bools(3, 1), f32(3, 4), f32(4)], {}, lambda c, x, y: tn(torch.where(T(c), T(x), T(y))))
 case("ik.cast", [f32(3, 4) * 5], {"to": DType.i32}, lambda x: tn(T(x).to(torch.int32)))
 CASES.append(("ik.cast", [f32(3, 4)], {"to": DType.bf16}, lambda x: tn(T(x).to(torch.bfloat16).float())))
+CASES.append(("ik.bitcast", [f32(3, 4)], {"dtype": DType.i32}, lambda x: tn(T(x).view(torch.int32))))
+# torch views to a narrower dtype split the last dim, little-endian, as the IR does
+CASES.append(("ik.bitcast", [f32(3, 2)], {"dtype": DType.ui8}, lambda x: tn(T(x).view(torch.uint8).reshape(3, 2, 4))))
 case("ik.dropout", [f32(3, 4)], {"p": 0.1}, lambda x: tn(F.dropout(T(x), 0.1, training=False)))
 
 # reductions
@@ -147,6 +150,22 @@ case("ik.attention", [f32(2, 4, 5, 8), f32(2, 2, 7, 8), f32(2, 2, 7, 8), f32(1, 
 CASES.append(("ik.attention", [f32(1, 2, 6, 4), f32(1, 2, 6, 4), f32(1, 2, 6, 4), bools(1, 1, 1, 6) | np.eye(1, 6, dtype=bool)],
               {"scale": 0.5, "causal": True},
               lambda q, k, v, m: _sdpa(q, k, v, mask=m & np.tril(np.ones((6, 6), bool)), scale=0.5)))
+
+
+def _torch_cache_attention(q, kn, vn, kc, vc, pos, scale):
+    """transformers' StaticCache update (index_copy_ at pos..pos+S) and SDPA over the cache with the prefix mask."""
+    s, t = q.shape[2], kc.shape[2]
+    idx = torch.arange(s) + int(pos)
+    kt, vt = T(kc.copy()), T(vc.copy())
+    kt.index_copy_(2, idx, T(kn))
+    vt.index_copy_(2, idx, T(vn))
+    keep = (torch.arange(t)[None, :] <= idx[:, None])[None, None]
+    return [_sdpa(q, tn(kt), tn(vt), mask=tn(keep), scale=scale), tn(kt), tn(vt)]
+
+
+case("ik.cache_attention", [f32(1, 4, 2, 8), f32(1, 2, 2, 8), f32(1, 2, 2, 8), f32(1, 2, 9, 8), f32(1, 2, 9, 8),
+                            np.array(4, np.int64)], {"scale": 0.35},
+     lambda q, kn, vn, kc, vc, p: _torch_cache_attention(q, kn, vn, kc, vc, p, 0.35))
 
 
 # ---------------------------------------------------------------------------

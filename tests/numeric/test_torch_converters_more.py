@@ -106,3 +106,55 @@ def test_nanmedian_and_mode() -> None:
     r = torch.tensor([[3.0, 1, 3, 2, 1, 5, 1, 3], [2, 2, 2, 1, 1, 1, 7, 7], [5, 4, 3, 9, 8, 7, 6, 0.5]])
     _check(_Fn(lambda t: torch.mode(t, 1)), r)
     _check(_Fn(lambda t: torch.mode(t, 0, keepdim=True)), r.T.contiguous())
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min", "prod"])
+def test_segment_reduce(reduce: str) -> None:
+    data = _rand(7, 3, seed=9)
+    lengths = torch.tensor([2, 0, 4, 1])
+    _check(_Fn(lambda d, n: torch.segment_reduce(d, reduce, lengths=n)), data, lengths)
+    _check(_Fn(lambda d, n: torch.segment_reduce(d, reduce, lengths=n, initial=0.5)), data, lengths)
+    offsets = torch.tensor([0, 1, 1, 3, 7])
+    _check(_Fn(lambda d, o: torch.segment_reduce(d, reduce, offsets=o)), data, offsets)
+
+
+def test_bilinear_margin_ranking_angle() -> None:
+    x1, x2 = _rand(4, 3, seed=10), _rand(4, 5, seed=11)
+    w, b = _rand(2, 3, 5, seed=12), _rand(2, seed=13)
+    _check(_Fn(torch.nn.functional.bilinear), x1, x2, w, b)
+    y = torch.tensor([1.0, -1.0, 1.0, -1.0])
+    for red in ("none", "mean", "sum"):
+        _check(_Fn(lambda p, q, t, red=red: torch.nn.functional.margin_ranking_loss(p, q, t, margin=0.3,
+                                                                                    reduction=red)),
+               x1[:, 0], x2[:, 0], y)
+    _check(_Fn(torch.angle), torch.tensor([-2.0, 0.0, 3.5, float("nan"), -0.0]))
+
+
+def test_spherical_j0_ndtri_hinge() -> None:
+    _check(_Fn(torch.special.spherical_bessel_j0), torch.cat([_rand(20, seed=14, lo=-20, hi=20),
+                                                              torch.tensor([0.0, 1e-6, -3e-5])]))
+    _check(_Fn(torch.special.ndtri), torch.cat([_rand(20, seed=15, lo=0.0, hi=1.0), torch.tensor([1e-6, 0.5])]),
+           rtol=1e-5)
+    _check(_Fn(torch.special.modified_bessel_i1), _rand(20, seed=16, lo=-30, hi=30))
+    x, y = _rand(6, seed=17), torch.tensor([1.0, -1.0, 1.0, -1.0, -1.0, 1.0])
+    for red in ("none", "mean", "sum"):
+        _check(_Fn(lambda p, t, red=red: torch.nn.functional.hinge_embedding_loss(p, t, margin=0.7, reduction=red)),
+               x, y)
+
+
+@pytest.mark.parametrize("kind", ["t", "u", "v", "w"])
+def test_chebyshev_polynomials(kind: str) -> None:
+    x = torch.cat([_rand(30, seed=18), torch.tensor([1.0, -1.0, 0.0, 1.0, -1.0])])
+    n = torch.cat([_rand(30, seed=19, lo=-2.0, hi=12.0), torch.tensor([3.0, 3.0, 4.0, 0.0, 5.0])])
+    for name in (f"chebyshev_polynomial_{kind}", f"shifted_chebyshev_polynomial_{kind}"):
+        fn = getattr(torch.special, name)
+        _check(_Fn(fn), x, n, rtol=1e-5)
+
+
+def test_put_and_nonzero_static() -> None:
+    x = torch.tensor([[0.0, 1.5, 0.0, 2.0], [3.0, 0.0, 0.0, -1.0]])
+    _check(_Fn(lambda a: torch.nonzero_static(a, size=6)), x)
+    _check(_Fn(lambda a: torch.nonzero_static(a, size=2, fill_value=7)), x)
+    i, v = torch.tensor([1, -2, 5]), torch.tensor([2.0, 3.0, 9.0])
+    _check(_Fn(lambda a, j, s: a.put(j, s)), x, i, v)
+    _check(_Fn(lambda a, j, s: a.put(j, s, accumulate=True)), x, torch.tensor([1, -2, 1]), v)

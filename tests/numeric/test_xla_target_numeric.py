@@ -70,6 +70,8 @@ EXTRA: list[tuple[str, list[np.ndarray], dict[str, Any]]] = [
     ("ik.cast", [f32(3, 4)], {"to": DType.bool}),
     ("ik.cast", [bools(3, 4)], {"to": DType.f32}),
     ("ik.cast", [ints(3, 4)], {"to": DType.bf16}),
+    ("ik.bitcast", [f32(3, 4)], {"dtype": DType.i32}),
+    ("ik.bitcast", [f32(3, 2)], {"dtype": DType.ui8}),
     ("ik.reduce_sum", [ints(3, 4)], {"axes": (), "keepdims": False}),
     ("ik.reduce_mean", [ints(3, 4)], {"axes": (0,), "keepdims": False}),
     ("ik.reduce_max", [bf16(2, 3, 4)], {"axes": (-1,), "keepdims": False}),

@@ -12,7 +12,6 @@ import datetime
 import os
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -68,6 +67,7 @@ def test_rotating_sample() -> None:
                 assert r["fused"] == r["layers"], (r["key"], r["fused"], r["layers"])
 
 
+@pytest.mark.slow
 def test_pipeline_option_decides_fusion() -> None:
     """``-p``: without fuse-attention nothing is fused; the default pipeline fuses every layer of gpt2."""
     base = zr.Job("gpt2", targets=[], interp=False)
@@ -93,7 +93,6 @@ def test_pass_plugin_runs_in_the_matrix(tmp_path: Path) -> None:
     assert row["fused"] == row["layers"] == 2
 
 
-@pytest.mark.slow
 def test_worker_timeout_is_a_row_and_the_matrix_goes_on() -> None:
     jobs = zr.plan(["gpt2", "bert"], ["toy"], ["torch"], targets=[], interp=False)
     rows = zr.run_matrix(jobs, workers=1, timeout=1.0)
@@ -110,6 +109,7 @@ def _has(mod: str) -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_matrix_row_in_a_worker_process(tmp_path: Path) -> None:
     """One job isolated in a worker process: the onnx frontend, onnxruntime's own session on the same
     file, the irkit import on the interpreter and on the ort target, all against torch."""

@@ -119,9 +119,13 @@ def test_markdown_table_cells(tmp_path: Path, capsys: Any) -> None:
     assert "- onnx: exported 2/2, imported 1/2, interpreter matches torch 1/2, every attention fused " \
            "(numbers kept) 0/2" in text
     timing = text.split("## Time and peak memory")[1]
-    assert "| gpt2 | toy | torch | 0.5 | 3.0 | 1.5 (431.0) | 0.7 (433.0) | 0.3 (450.0) | - | - |" in timing
+    assert "| gpt2 | toy | torch | 0.5 | 3.0 | 1.5 s, 431 MB | 0.7 s, 433 MB | 0.3 s, 450 MB | - | - |" in timing
+    rows[0]["stages"]["import"].update(cpu_s=1.2, rss_before_mb=420.0)
+    zr.merge(out, rows[:1])
+    assert main(["zoo", "table", str(out), "--markdown", str(md)]) == 0
+    assert "| gpt2 | toy | torch | 0.5 | 3.0 | 1.5 s (1.2 cpu), 431 MB (+11) | 0.7 s, 433 MB |" in md.read_text()
     assert main(["zoo", "table", str(out)]) == 0
-    assert capsys.readouterr().out.strip() == text.strip()
+    assert capsys.readouterr().out.strip() == md.read_text().strip()
 
 
 def test_peak_memory_resets_per_stage() -> None:

@@ -117,3 +117,25 @@
   %6 = "ik.matmul"(%5, %v) : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
   "func.return"(%6) : (tensor<1x2x4x8xf32>) -> ()
 }) {function_type = (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>, sym_name = "negative_cap"} : () -> ()
+
+// -----
+
+// JAX (Flax Gemma 2): einsum scores as ik.contract (dot_general), soft-capped, then the P·V contraction.
+// CHECK-LABEL: "func.func"
+// CHECK-NOT: "ik.contract"
+// CHECK: "ik.attention"({{.*}}) {scale = 0.35355338{{[0-9]*}} : f64, softcap = 50.0 : f64}
+// CHECK-NOT: "ik.tanh"
+"func.func"() ({
+^bb0(%q: tensor<2x6x4x8xf32>, %k: tensor<2x6x4x8xf32>, %v: tensor<2x6x4x8xf32>):
+  %0 = "ik.contract"(%q, %k) {lhs_batch = array<i64: 0, 2>, lhs_contract = array<i64: 3>, rhs_batch = array<i64: 0, 2>, rhs_contract = array<i64: 3>} : (tensor<2x6x4x8xf32>, tensor<2x6x4x8xf32>) -> tensor<2x4x6x6xf32>
+  %1 = "ik.constant"() {value = dense<0.35355338> : tensor<f32>} : () -> tensor<f32>
+  %2 = "ik.mul"(%0, %1) : (tensor<2x4x6x6xf32>, tensor<f32>) -> tensor<2x4x6x6xf32>
+  %3 = "ik.constant"() {value = dense<50.0> : tensor<f32>} : () -> tensor<f32>
+  %4 = "ik.div"(%2, %3) : (tensor<2x4x6x6xf32>, tensor<f32>) -> tensor<2x4x6x6xf32>
+  %5 = "ik.tanh"(%4) : (tensor<2x4x6x6xf32>) -> tensor<2x4x6x6xf32>
+  %6 = "ik.mul"(%5, %3) : (tensor<2x4x6x6xf32>, tensor<f32>) -> tensor<2x4x6x6xf32>
+  %7 = "ik.softmax"(%6) {axis = -1 : i64} : (tensor<2x4x6x6xf32>) -> tensor<2x4x6x6xf32>
+  %8 = "ik.contract"(%7, %v) {lhs_batch = array<i64: 0, 1>, lhs_contract = array<i64: 3>, rhs_batch = array<i64: 0, 2>, rhs_contract = array<i64: 1>} : (tensor<2x4x6x6xf32>, tensor<2x6x4x8xf32>) -> tensor<2x4x6x8xf32>
+  %9 = "ik.transpose"(%8) {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x6x8xf32>) -> tensor<2x6x4x8xf32>
+  "func.return"(%9) : (tensor<2x6x4x8xf32>) -> ()
+}) {function_type = (tensor<2x6x4x8xf32>, tensor<2x6x4x8xf32>, tensor<2x6x4x8xf32>) -> tensor<2x6x4x8xf32>, sym_name = "jax_contract_softcap"} : () -> ()
