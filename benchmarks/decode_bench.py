@@ -9,7 +9,7 @@ step should be flat in the position).  torch eager runs transformers'
 ``TorchExportableModuleWithStaticCache`` (the same static cache, updated in
 place); ``--torch-compile`` adds ``torch.compile`` of it.  ``--jax`` adds a
 JAX peer for GPT-2: a decode step written the way a JAX user writes it (the
-transformers weights, the cache a ``[layers, B, H, T, D]`` array updated with
+transformers weights, one ``[B, H, T, D]`` cache array per layer updated with
 ``lax.dynamic_update_slice``, ``jax.jit`` with the caches donated), checked
 against the torch logits before it is timed.
 
@@ -105,7 +105,7 @@ def jax_gpt2_step(model, batch: int, cache_len: int):
     layers = [{k.split(".", 3)[3]: v for k, v in sd.items() if k.startswith(f"transformer.h.{i}.")} for i in range(L)]
     params = {"wte": sd["transformer.wte.weight"], "wpe": sd["transformer.wpe.weight"],
               "lnf_w": sd["transformer.ln_f.weight"], "lnf_b": sd["transformer.ln_f.bias"],
-              "layers": jax.tree.map(lambda *xs: jnp.stack(xs), *layers)}
+              "layers": layers}
 
     def ln(x, w, b):
         m = x.mean(-1, keepdims=True)
@@ -115,28 +115,25 @@ def jax_gpt2_step(model, batch: int, cache_len: int):
     def step(p, kc, vc, ids, pos):
         x = p["wte"][ids] + p["wpe"][pos][None, None, :]  # [B, 1, E]
         keep = jnp.arange(cache_len) <= pos
-
-        def layer(x, lw_l):
-            lw, k_l, v_l = lw_l
+        kc, vc = list(kc), list(vc)
+        for i, lw in enumerate(p["layers"]):  # unrolled: each layer's cache is its own donated buffer
             h = ln(x, lw["ln_1.weight"], lw["ln_1.bias"]) @ lw["attn.c_attn.weight"] + lw["attn.c_attn.bias"]
             q, k, v = (t.reshape(batch, 1, H, Dh).transpose(0, 2, 1, 3) for t in jnp.split(h, 3, axis=-1))
-            k_l = jax.lax.dynamic_update_slice(k_l, k, (0, 0, pos, 0))
-            v_l = jax.lax.dynamic_update_slice(v_l, v, (0, 0, pos, 0))
-            s = jnp.einsum("bhqd,bhkd->bhqk", q, k_l) / jnp.sqrt(Dh).astype(x.dtype)
+            kc[i] = jax.lax.dynamic_update_slice(kc[i], k, (0, 0, pos, 0))
+            vc[i] = jax.lax.dynamic_update_slice(vc[i], v, (0, 0, pos, 0))
+            s = jnp.einsum("bhqd,bhkd->bhqk", q, kc[i]) / jnp.sqrt(Dh).astype(x.dtype)
             a = jax.nn.softmax(jnp.where(keep, s, -jnp.inf), axis=-1)
-            o = jnp.einsum("bhqk,bhkd->bhqd", a, v_l).transpose(0, 2, 1, 3).reshape(batch, 1, E)
+            o = jnp.einsum("bhqk,bhkd->bhqd", a, vc[i]).transpose(0, 2, 1, 3).reshape(batch, 1, E)
             x = x + o @ lw["attn.c_proj.weight"] + lw["attn.c_proj.bias"]
             h = ln(x, lw["ln_2.weight"], lw["ln_2.bias"]) @ lw["mlp.c_fc.weight"] + lw["mlp.c_fc.bias"]
             x = x + jax.nn.gelu(h, approximate=True) @ lw["mlp.c_proj.weight"] + lw["mlp.c_proj.bias"]
-            return x, (k_l, v_l)
-
-        x, (kc, vc) = jax.lax.scan(layer, x, (p["layers"], kc, vc))
         logits = ln(x, p["lnf_w"], p["lnf_b"]) @ p["wte"].T
-        return logits, kc, vc
+        return logits, tuple(kc), tuple(vc)
 
     fn = jax.jit(step, donate_argnums=(1, 2))
-    zeros = jnp.zeros((L, batch, H, cache_len, Dh), jnp.float32)
-    return fn, params, zeros, zeros.copy()
+    kc = tuple(jnp.zeros((batch, H, cache_len, Dh), jnp.float32) for _ in range(L))
+    vc = tuple(jnp.zeros((batch, H, cache_len, Dh), jnp.float32) for _ in range(L))
+    return fn, params, kc, vc
 
 
 def jax_steps(model, batch: int, cache_len: int, positions: list[int], steps: int) -> tuple[dict[int, float], float]:
@@ -220,8 +217,8 @@ def main() -> int:
             except Exception as e:  # noqa: BLE001
                 rows.append(("jax.jit (donated cache)", b, {}, 0.0, str(e).splitlines()[0][:120]))
             print(rows[-1], flush=True)
-        print(f"# export (torch.export + import) batch {b}: {export_s:.1f} s; KV cache {dm.cache_bytes() / 1e6:.2f} MB; "
-              f"weights {dm.weight_bytes() / 1e6:.1f} MB", flush=True)
+        print(f"# export (torch.export + import) batch {b}: {export_s:.1f} s; "
+              f"KV cache {dm.cache_bytes() / 1e6:.2f} MB; weights {dm.weight_bytes() / 1e6:.1f} MB", flush=True)
     cmd = "python benchmarks/decode_bench.py " + " ".join(sys.argv[1:])
     all_pos = sorted({p for r in rows for p in r[2]})
     head = "| engine | batch | " + " | ".join(f"step ms @pos {p} | tok/s @pos {p}" for p in all_pos) + \

@@ -23,6 +23,14 @@ taken on trust:
 * an additive term is a mask only when its values are 0 or ≤ -1e4 for every 0/1
   input (evaluated); anything else is a ``bias``.
 
+Variants: a soft-cap ``c1 · tanh(c2 · QKᵀ)`` (c1 > 0; Gemma 2) becomes ``softcap = c1`` and
+``scale = c1 · c2``, with no mask or bias inside the tanh; reshapes of the scores that only merge or
+split their leading (batch/head) dims and return to QKᵀ's shape are walked through (BLOOM's
+``baddbmm`` and DeBERTa-v2 add their ALiBi / relative-position terms in a ``[B·H, S, S]`` view),
+each term added in such a view becoming a bias reshaped to the softmax's leading dims; a ``where``
+keep-mask with an absorbing finite fill (≤ -1e30) beside a bias is folded into that bias, so a
+row with every key masked keeps its unfused value.
+
 Layouts: BHSD as is; BSHD keeps the transposes that produced Q, K and V as the
 fused op's operands (K's transpose is rewritten to the BHSD key); 3-D
 ``[B*H, S, D]`` scores run as ``[1, B*H, S, D]`` with reshapes around the op.
@@ -99,6 +107,8 @@ class AttentionMatch:
     v_small: tuple | None = None
     softcap: float = 0.0
     """Logit soft-cap: the scaled scores went through ``softcap * tanh(s / softcap)`` (0 = none)."""
+    folded: list[tuple[Value, float]] = field(default_factory=list)
+    """Keep-masks folded into the bias as ``where(keep, bias, fill)`` (see :func:`_fold_absorbing_masks`)."""
     bias_spaces: dict[int, tuple] = field(default_factory=dict)
     """Index in ``biases`` -> the scores shape where that term was added, for a term added
     below a reshape of the scores' leading (batch/head) dims (BLOOM's ``baddbmm`` over
@@ -387,6 +397,7 @@ def match_attention(sm: Op) -> AttentionMatch | GroupedMatch | Fail:
     softcap = 0.0  # c1 of a soft-cap c1 * tanh(c2 * QKᵀ) met on the way down (0 = none)
     space = tuple(x.type.shape)  # the scores' shape where the walk is (changes under leading-dim reshapes)
     spaces: dict[int, tuple] = {}  # id(additive term) -> its space, for terms below such a reshape
+    fills: dict[int, float] = {}  # id(keep-mask of a where) -> the fill the masked scores reach the softmax with
     cur = x
     while True:
         op = cur.producer
@@ -473,6 +484,8 @@ def match_attention(sm: Op) -> AttentionMatch | GroupedMatch | Fail:
             if space != tuple(x.type.shape):
                 return Fail(f"a mask is applied under a reshape of the scores (in {list(space)}, not the "
                             f"softmax's {list(x.type.shape)})", op)
+            if fv is not None:
+                fills[id(k)] = fv * factor
             pending.append(("keep", k, factor))
             cur = a
             continue
@@ -585,11 +598,15 @@ def match_attention(sm: Op) -> AttentionMatch | GroupedMatch | Fail:
     # -- masks and biases, by value
     scores_shape = tuple(qk.results[0].type.shape)
     cl = _Classifier(scores_shape, am)
+    fold: list[tuple[int, int, float]] = []  # (first, end) in am.masks of a where's explicit parts, its fill
     for kind, val, f in pending:
         if kind == "keep":
             if not val.type.dtype.is_bool:
                 return Fail("the where condition is not boolean", val.producer)
+            first = len(am.masks)
             cl.keep(val)
+            if id(val) in fills:
+                fold.append((first, len(am.masks), fills[id(val)]))
         elif id(val) in spaces:
             # added below a reshape of the batch/head dims: a bias in that space (ALiBi, DeBERTa's
             # relative-position terms), reshaped into the softmax's space by the rewrite
@@ -608,6 +625,7 @@ def match_attention(sm: Op) -> AttentionMatch | GroupedMatch | Fail:
                         bval.producer)
     if am.causal and r < 2:
         return Fail("causal mask on rank < 2 scores", qk)
+    _fold_absorbing_masks(am, fold)
 
     # -- the fused op must give exactly the P·V result type
     out_shape = _attention_out_shape(am)
@@ -805,6 +823,34 @@ def rewrite_grouped(rw: Rewriter, gm: GroupedMatch) -> Value:
     return out
 
 
+ABSORBING_FILL = 1e30
+"""A where-fill at least this large in magnitude absorbs any score added to it (float32's and bfloat16's
+``finfo.min`` are about -3.4e38): ``s + fill == fill`` in float32 and float64 for every real score."""
+
+
+def _fold_absorbing_masks(am: AttentionMatch, fold: list[tuple[int, int, float]]) -> None:
+    """Fold explicit keep-masks filled with an absorbing finite value into the bias, when there is one.
+
+    ``where(keep, s, fill)`` with ``fill = finfo(f32).min`` gives a row whose every key is masked the
+    uniform average of V; as an ``ik.attention`` mask that row would be zeros.  With a bias already an
+    operand (DeBERTa-v2: relative-position terms, and a padding mask that masks whole query rows),
+    ``where(keep, bias, fill)`` as the bias keeps every row's unfused value at no extra tensor.
+    """
+    if not am.biases:
+        return
+    drop: set[int] = set()
+    for first, end, fill in fold:
+        if not (math.isfinite(fill) and fill <= -ABSORBING_FILL):
+            continue
+        for i in range(first, end):
+            am.folded.append((am.masks[i], fill))
+            drop.add(i)
+    if drop:
+        am.masks = [m for i, m in enumerate(am.masks) if i not in drop]
+        am.notes.append("the keep-mask filled with a finite minimum is folded into the bias "
+                        "(a row with every key masked keeps the unfused mean of V)")
+
+
 def _attrs(am: AttentionMatch) -> dict:
     attrs: dict = {"scale": float(am.scale)}
     if am.causal:
@@ -901,6 +947,9 @@ class FuseAttentionPattern(Pattern):
             if i in am.bias_spaces:
                 bval = _into_scores_space(rw, pv, bval, am.bias_spaces[i], scores)
             bias = bval if bias is None else emit_op(rw, pv, "ik.add", bias, bval)
+        for keep, fill in am.folded:
+            assert bias is not None  # folded only into an existing bias
+            bias = emit_op(rw, pv, "ik.where", keep, bias, const_scalar(rw, pv, fill, bias.type.dtype))
         if r != 4:
             lead = (1,) * (4 - r)
             q = emit_op(rw, pv, "ik.reshape", q, shape=lead + tuple(q.type.shape))

@@ -24,7 +24,9 @@ Nothing is taken on trust:
   read of the old cache, before the write, blocks the fusion);
 * the write covers rows ``[p, p+S)`` of the sequence axis (axis 2 of the BHSD
   cache) exactly: ``scatter_nd`` with indices ``iota(S) + p`` on the
-  sequence-first view, or ``dynamic_update_slice`` at ``[0, 0, p, 0]``;
+  sequence-first view, ``scatter_elements`` along axis 2 with the index
+  ``iota(S) + p`` broadcast to the rows, or ``dynamic_update_slice`` at
+  ``[0, 0, p, 0]``;
 * the mask is the prefix mask of the same position ``p`` (the same value, or
   the same computation of it), possibly ``and``-ed with an extra mask that the
   fused op keeps; the attention has no bias, no soft-capping and is not
@@ -145,6 +147,19 @@ def _cache_write(fn: Function, v: Value) -> _Write | str:
         if pos is None:
             return "the rows written are not iota(S) + position"
         return _Write(v, args[id(cache)], cache, upd, _inverse(p1), pos, [t0, sc, t])
+    se = _op(v, "ik.scatter_elements")
+    if se is not None:
+        cache, idx, upd = se.operands
+        if id(cache) not in args or cache.type.rank != 4:
+            return "the written cache is not a rank-4 function argument"
+        if se.attrs.get("reduction", "none") != "none" or se.attrs.get("axis") not in (2, -2):
+            return "the scatter_elements does not write along the sequence axis 2 of [B, H, T, D]"
+        if upd.type.shape[:2] != cache.type.shape[:2] or upd.type.shape[3] != cache.type.shape[3]:
+            return "the scatter_elements writes a part of the heads or head dims"
+        pos = _row_index(idx, upd.type.shape[2])
+        if pos is None:
+            return "the rows written are not iota(S) + position"
+        return _Write(v, args[id(cache)], cache, upd, (0, 1, 2, 3), pos, [se])
     d = _op(v, "ik.dynamic_update_slice")
     if d is not None:
         cache, upd, starts = d.operands
@@ -157,6 +172,16 @@ def _cache_write(fn: Function, v: Value) -> _Write | str:
             return "the dynamic_update_slice writes a part of the heads or head dims"
         return _Write(v, args[id(cache)], cache, upd, (0, 1, 2, 3), pos, [d])
     return "the key/value is not a cache written by scatter_nd or dynamic_update_slice"
+
+
+def _row_index(idx: Value, s: Any) -> Value | None:
+    """``p`` of a scatter_elements index that is ``iota(S) + p`` along axis 2, broadcast to the rows."""
+    while (bc := _op(idx, "ik.broadcast")) is not None:
+        idx = bc.operand(0)
+    shape = idx.type.shape
+    if idx.type.rank == 4 and (shape[2] != s or any(d != 1 for i, d in enumerate(shape) if i != 2)):
+        return None
+    return _positions(idx, s)
 
 
 def _const_int(v: Value) -> int | None:

@@ -11,12 +11,13 @@ In place, where the graph allows (the KV cache of a decoder): before the
 session is created, :func:`inplace_updates` rewrites the exported model so
 that an aliased output is computed by one ``ScatterElements`` straight from
 its argument.  The torch frontend imports ``cache.index_copy_(2, pos, new)`` as
-``transpose -> scatter_nd -> transpose back`` and the exporter ends each output
-with an ``Identity``; each of those copies the whole cache (GPT-2-124M at 1024
-positions: 75 MB, four times per step).  The rewrite makes it
-``ScatterElements(cache, pos broadcast, new, axis=2)`` whose result *is* the
-graph output (the readers of the old chain read it), and the output is bound
-to the argument's own OrtValue.  onnxruntime's scatter kernels skip the copy
+one scatter along the cache axis (earlier versions: ``transpose -> scatter_nd ->
+transpose back``, also recognised) and the exporter ends each output with an
+``Identity``; run as exported, each of those copies the whole cache
+(GPT-2-124M at 1024 positions: 75 MB per copy, every step).  The rewrite makes
+the scatter (for the transposed form: ``ScatterElements(cache, pos broadcast,
+new, axis=2)``) the producer of the graph output itself (the readers of the old
+chain read it), and the output is bound to the argument's own OrtValue.  onnxruntime's scatter kernels skip the copy
 when input and output are the same buffer, so a step writes only the new rows.
 This is safe because the rewrite checks that the scatter is the only reader of
 the argument: nothing can read the old value after the write.
@@ -78,11 +79,12 @@ def inplace_updates(model: Any, aliases: Mapping[int, int]) -> set[int]:
         if n is None:
             continue
         new_nodes: list[Any] = []
+        inits: list[Any] = []
         drop: list[Any] = list(chain)
         if n.op_type == "Transpose":
             sc = prod.get(n.input[0])
             t0 = prod.get(sc.input[0]) if sc is not None and sc.op_type == "ScatterND" else None
-            if t0 is None or t0.op_type != "Transpose" or t0.input[0] != arg:
+            if sc is None or t0 is None or t0.op_type != "Transpose" or t0.input[0] != arg:
                 continue
             perm, inv = _perm_of(t0), _perm_of(n)
             if perm is None or inv is None or [perm[i] for i in inv] != list(range(len(perm))):
@@ -97,8 +99,7 @@ def inplace_updates(model: Any, aliases: Mapping[int, int]) -> set[int]:
             pre = f"{out}__inplace"
             shape_s = [1] * rank
             shape_s[axis] = -1
-            shp = helper.make_tensor(f"{pre}_ishape", 7, [rank], shape_s)
-            g.initializer.append(shp)
+            inits = [helper.make_tensor(f"{pre}_ishape", 7, [rank], shape_s)]
             new_nodes = [
                 helper.make_node("Transpose", [upd], [f"{pre}_upd"], perm=inv, name=f"{pre}_t"),
                 helper.make_node("Reshape", [idx, f"{pre}_ishape"], [f"{pre}_idx1"], name=f"{pre}_r"),
@@ -119,6 +120,7 @@ def inplace_updates(model: Any, aliases: Mapping[int, int]) -> set[int]:
         if others:
             continue
         renamed = {x for d in drop for x in d.output}
+        g.initializer.extend(inits)
         for d in drop:
             g.node.remove(d)
         for m in g.node:  # readers of the old chain read the graph output now

@@ -828,7 +828,6 @@ def _cast(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
 def _to_float8(lw: _Lowerer, x: Any, to: DType, saturate: bool) -> Any:
     """Round to the float8 type ``to`` in TE (the value as float32; see te_ops.round_to_float8)."""
     import ml_dtypes
-
     from irkit.targets.tvm_kernels import te_ops
 
     fi = ml_dtypes.finfo(to.np)

@@ -38,8 +38,8 @@ def _args(p: argparse.ArgumentParser) -> None:
     r.add_argument("--targets", help="comma-separated targets (default: every target that runs here, plus "
                    "xla-tpu-v5e and tvm-cuda compiled only); 'none' for no target")
     r.add_argument("-p", "--pipeline", "--pass-pipeline", dest="pipeline", default="",
-                   help="pass pipeline (default: the optimising pipeline, "
-                        "canonicalize,fuse-attention,fuse-norm,fuse-activation,fuse-elementwise,cse,dce)")
+                   help="pass pipeline (default: the optimising pipeline, canonicalize,fuse-attention,"
+                        "fuse-cache-attention,fuse-norm,fuse-activation,fuse-elementwise,cse,dce)")
     r.add_argument("--load-pass-plugin", action="append", default=[], metavar="FILE",
                    help="a Python file that registers passes with @register_pass (repeatable)")
     r.add_argument("--jobs", type=int, default=1,

@@ -860,7 +860,8 @@ def _opt_ints(ir: Any, op: Any, key: str, default: list[int]) -> list[int]:
 @converter("stablehlo.reduce_window")
 def _reduce_window(w: _Walker, op: Any, ins: list[_Slot], depth: int) -> list[_Slot]:
     if len(op.results) != 1:
-        raise Unsupported(f"reduce_window of {len(op.results)} operands")
+        raise Unsupported(f"reduce_window of {len(op.results)} operands (how jax writes select_and_gather_add, "
+                          "a gradient of max pooling; training is out of scope)")
     block = op.regions[0].blocks[0]
     args = list(block.arguments)
     kind = _WINDOW_KIND.get(_reducer_kind(w, block, args[0], args[1]) or "")

@@ -61,8 +61,10 @@ def _heads(cx: Emitter, node: Node, x: Value, heads: int, what: str) -> Value:
 
 def _rotate(cx: Emitter, x: Value, cos: Value, sin: Value, interleaved: bool) -> Value:
     """Rotary embedding of ``x`` [B, S, H, D] with ``cos``/``sin`` [B, S, 1, R/2] on its first R channels."""
-    b_, s_, h_, d_ = x.type.shape
-    half = cos.type.shape[3]
+    b_, s_, h_, dd = x.type.shape
+    hh = cos.type.shape[3]
+    assert isinstance(dd, int) and isinstance(hh, int)  # checked by the caller
+    d_, half = dd, hh
     rot = 2 * half
 
     def sl(lo: int, hi: int, step: int = 1) -> Value:
@@ -130,13 +132,17 @@ def _group_query_attention(cx: Emitter, node: Node) -> list[OnnxValue | None]:
         parts = cx.emit("ik.split", [q_all], axis=2, sizes=(q_w, kv_w, kv_w))
         q_in, k_in, v_in = parts
     else:
+        assert value is not None
         q_in, k_in, v_in = q_all, cx.ir(key), cx.ir(value)
         if k_in.type.shape[1] != seq:
             raise Unsupported("GroupQueryAttention with a key length other than the query length")
     q4 = _heads(cx, node, q_in, heads, "query")
     k4 = _heads(cx, node, k_in, kv_heads, "key")
     v4 = _heads(cx, node, v_in, kv_heads, "value")
-    d = q4.type.shape[3]
+    hd = q4.type.shape[3]
+    if not isinstance(hd, int):
+        raise Unsupported("GroupQueryAttention with a dynamic head size")
+    d = hd
     dt = q4.type.dtype
     # per-entry lengths: T (after the step), Q (valid new rows), P (cached before)
     total = cx.op("ik.add", _i64(cx, cx.ir(seqlens)), cx.constant(np.array(1, np.int64), DType.i64))

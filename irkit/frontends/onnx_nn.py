@@ -35,9 +35,10 @@ from irkit.ir.types import Dim, DType
 
 
 def _static(node: Node, dims: Sequence[Dim], what: str) -> list[int]:
-    if not all(isinstance(d, int) for d in dims):
+    out = [d for d in dims if isinstance(d, int)]
+    if len(out) != len(dims):
         raise Unsupported(f"{node.op_type} over dynamic {what}")
-    return [int(d) for d in dims]
+    return out
 
 
 def _window_pads(node: Node, sp: Sequence[int], k: Sequence[int], strides: Sequence[int],
@@ -144,10 +145,10 @@ def _max_pool_indices(cx: Emitter, node: Node, x: OnnxValue, k: list[int], st: l
     if int(node.attr("storage_order", 0)) == 1:
         if nd != 2:
             raise Unsupported("MaxPool Indices with storage_order=1 beyond 2-D")
-        h, w = sp
-        r = cx.op("ik.floor_div", pos, cx.scalar(w, DType.i64))
-        col = cx.op("ik.sub", pos, cx.op("ik.mul", r, cx.scalar(w, DType.i64)))
-        pos = cx.op("ik.add", cx.op("ik.mul", col, cx.scalar(h, DType.i64)), r)
+        sh, sw = sp
+        r = cx.op("ik.floor_div", pos, cx.scalar(sw, DType.i64))
+        col = cx.op("ik.sub", pos, cx.op("ik.mul", r, cx.scalar(sw, DType.i64)))
+        pos = cx.op("ik.add", cx.op("ik.mul", col, cx.scalar(sh, DType.i64)), r)
     # Flat over the whole input: + (n * C + c) * spatial size.
     base = (np.arange(n_b * c, dtype=np.int64) * total).reshape(n_b, c, 1)
     pos = cx.op("ik.add", pos, cx.constant(base, DType.i64))
@@ -163,7 +164,7 @@ def _avg_pool(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     v = cx.ir(x)
     total = _reduce_window(cx, v, "sum", k, st, dil, pads[:nd], afters)
     # The divisor: how many input (and, with count_include_pad, explicit-pad) elements each window covers.
-    sp = [int(d) for d in x.shape[2:]]
+    sp = _static(node, x.shape[2:], "spatial dims")
     if node.attr("count_include_pad", 0):
         ones_shape = [sp[i] + pads[i] + pads[nd + i] for i in range(nd)]
         count_pads = ([0] * nd, extra)
@@ -275,7 +276,7 @@ def _conv_transpose(cx: Emitter, node: Node) -> list[OnnxValue | None]:
         limit = list(shape[:2]) + [shape[2 + i] - max(-conv_pads[nd + i], 0) for i in range(nd)]
         y = cx.op("ik.slice", y, start=tuple(start), limit=tuple(limit))
     if out_shape is not None:
-        have = [int(d) for d in y.type.shape[2:]]
+        have = _static(node, y.type.shape[2:], "output dims")
         if have != out_shape:
             grow = [max(o - h, 0) for o, h in zip(out_shape, have)]
             if any(grow):
@@ -366,9 +367,8 @@ def _depth_space(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     if x.rank != 4:
         raise FrontendError(f"node '{node.name}' ({node.op_type}): input must be 4-D")
     bs = int(node.attr("blocksize", 0))
-    n, c, h, w = x.shape
-    if not all(isinstance(d, int) for d in (c, h, w)):
-        raise Unsupported(f"{node.op_type} over dynamic dims")
+    n = x.shape[0]
+    c, h, w = _static(node, x.shape[1:], "dims")
     v = cx.ir(x)
     if node.op_type == "DepthToSpace":
         if node.attr("mode", "DCR") == "DCR":
@@ -400,6 +400,7 @@ def _resize_matrix(attrs: dict, n_in: int, scale: float | None, size: int | None
     if size:
         inits.append(helper.make_tensor("sizes", TensorProto.INT64, [1], [size]))
     else:
+        assert scale is not None
         inits.append(helper.make_tensor("scales", TensorProto.FLOAT, [1], [scale]))
 
     def model(extrapolation: float) -> object:
@@ -411,8 +412,8 @@ def _resize_matrix(attrs: dict, n_in: int, scale: float | None, size: int | None
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        m = ReferenceEvaluator(model(0.0)).run(None, {"X": np.eye(n_in, dtype=np.float64)})[0]
-        mask = ReferenceEvaluator(model(1.0)).run(None, {"X": np.zeros((1, n_in), dtype=np.float64)})[0][0]
+        m = list(ReferenceEvaluator(model(0.0)).run(None, {"X": np.eye(n_in, dtype=np.float64)}))[0]
+        mask = list(ReferenceEvaluator(model(1.0)).run(None, {"X": np.zeros((1, n_in), dtype=np.float64)}))[0][0]
     return np.asarray(m), np.asarray(mask)
 
 
@@ -445,6 +446,7 @@ def _resize(cx: Emitter, node: Node, x: OnnxValue, attrs: dict, scales: list[flo
             roi: list[float] | None, axes: list[int]) -> OnnxValue:
     sp = _static(node, x.shape, "dims")
     policy = attrs.get("keep_aspect_ratio_policy", "stretch")
+    sizes_used: list[int] | None
     if sizes is not None and policy != "stretch":
         ratios = [sizes[i] / sp[a] for i, a in enumerate(axes)]
         s = min(ratios) if policy == "not_larger" else max(ratios)
@@ -503,7 +505,7 @@ def _resize_node(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     axes = [_axis(node, int(a), x.rank) for a in node.attr("axes", range(x.rank))]
     if scales is None and sizes is None:
         raise FrontendError(f"node '{node.name}' (Resize): needs scales or sizes")
-    n = len(scales if scales is not None else sizes)
+    n = len(scales) if scales is not None else len(sizes or ())
     if n != len(axes):
         raise FrontendError(f"node '{node.name}' (Resize): {n} scales/sizes for {len(axes)} axes")
     if roi is not None and len(roi) != 2 * len(axes):
@@ -620,6 +622,7 @@ def _grid_sample(cx: Emitter, node: Node) -> list[OnnxValue | None]:
             xc = cx.op("ik.where", outside, cx.op("ik.min", cx.op("ik.max", xc, s(0.0)), s(d - 1.0)), xc)
         elif pad == "reflection":
             xc = _gs_reflect(cx, xc, lo, hi)
+        taps: list[tuple[Value, Value | None]]
         if mode == "nearest":
             taps = [(xc, None)]
         else:
@@ -630,9 +633,9 @@ def _grid_sample(cx: Emitter, node: Node) -> list[OnnxValue | None]:
             else:
                 ws = _cubic_coeffs(cx, t)
                 taps = [(cx.op("ik.add", x0, s(float(k))), w) for k, w in zip((-1, 0, 1, 2), ws)]
-        dim_taps = []
+        dim_taps: list[tuple[Value, Value | None, Value | None]] = []
         for pos, w in taps:
-            valid = None
+            valid: Value | None = None
             if pad == "zeros":
                 valid = cx.op("ik.and", cx.op("ik.ge", pos, s(0.0)), cx.op("ik.le", pos, s(d - 1.0)))
                 pos = cx.op("ik.min", cx.op("ik.max", pos, s(0.0)), s(d - 1.0))
@@ -658,7 +661,7 @@ def _grid_sample(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     for combo in itertools.product(*per_dim):
         flat: Value | None = None
         weight: Value | None = None
-        valid: Value | None = None
+        valid = None
         for (idx, w, ok), st in zip(combo, strides):
             term = cx.op("ik.mul", idx, cx.scalar(st, DType.i64)) if st != 1 else idx
             flat = term if flat is None else cx.op("ik.add", flat, term)
@@ -801,3 +804,35 @@ def _deform_conv(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     if bias is not None:
         y = cx.op("ik.add", y, cx.op("ik.reshape", cx.ir(bias), shape=(1, oc, 1, 1)))
     return [OnnxValue.of(y)]
+
+
+# ---------------------------------------------------------------------------
+# MaxUnpool: scatter X at its (flat, whole-tensor) MaxPool indices into zeros
+
+
+@converter("MaxUnpool")
+def _max_unpool(cx: Emitter, node: Node) -> list[OnnxValue | None]:
+    x, ind = node.req(0, "X"), node.req(1, "I")
+    nd = x.rank - 2
+    dims = _static(node, x.shape, "input dims")
+    kernel = [int(v) for v in node.attr("kernel_shape", [])]
+    if nd < 1 or len(kernel) != nd or list(ind.shape) != list(x.shape) or not ind.dtype.is_int:
+        raise FrontendError(f"node '{node.name}' (MaxUnpool): X {list(x.shape)} and I {list(ind.shape)} must have "
+                            f"the same shape with {len(kernel)} kernel dims")
+    strides = [int(v) for v in node.attr("strides", [1] * nd)]
+    pads = [int(v) for v in node.attr("pads", [0] * (2 * nd))]
+    out = dims[:2] + [(dims[2 + i] - 1) * strides[i] - pads[i] - pads[nd + i] + kernel[i] for i in range(nd)]
+    shape_t = node.input(2)
+    if shape_t is not None:
+        want = cx.ints(shape_t, node, "output_shape")
+        if want != out:
+            # onnx.reference pads the inferred result; onnxruntime indexes into the larger tensor.
+            raise Unsupported(f"MaxUnpool with an output_shape {want} other than the inferred {out} "
+                              "(implementations disagree on its meaning)")
+    total = int(np.prod(out))
+    size = int(np.prod(dims))
+    zeros = cx.op("ik.broadcast", cx.scalar(0.0, x.dtype), shape=(total,))
+    iv = cx.ir(ind) if ind.dtype is DType.i64 else cx.op("ik.cast", cx.ir(ind), to=DType.i64)
+    y = cx.op("ik.scatter_elements", zeros, cx.op("ik.reshape", iv, shape=(size,)),
+              cx.op("ik.reshape", cx.ir(x), shape=(size,)), axis=0)
+    return [OnnxValue.of(cx.op("ik.reshape", y, shape=tuple(out)))]

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, cast
 
 import ml_dtypes
 import numpy as np
@@ -172,10 +172,10 @@ def _sym_div(a: Any, b: Any) -> Dim:
             raise _NoFold()
         q = abs(a) // abs(b)
         return q if (a >= 0) == (b >= 0) else -q
-    q = dim_floordiv(a, b)
-    if q is None:
+    qd = dim_floordiv(a, b)
+    if qd is None:
         raise _NoFold()
-    return q
+    return qd
 
 
 def _sym_mod(a: Any, b: Any) -> Dim:
@@ -398,7 +398,7 @@ class Emitter:
         ds = self.dims(t, node, what)
         if any(isinstance(d, SymDim) for d in ds):
             raise Unsupported(f"{node.op_type} whose '{what}' depends on a dynamic dim ({', '.join(map(str, ds))})")
-        return [int(d) for d in ds]
+        return [d for d in ds if isinstance(d, int)]
 
     def scalar_value(self, t: OnnxValue | None, node: Node, what: str) -> Any:
         if t is None:
@@ -410,6 +410,19 @@ class Emitter:
                                 f"got shape {shape_str(t.shape)}")
         e = t.known.reshape(-1)[0]
         return e if isinstance(e, SymDim) else e.item() if hasattr(e, "item") else e
+
+
+def known_array(t: OnnxValue) -> np.ndarray:
+    """``t``'s elements known at import; callers have checked ``t.known`` (or :func:`foldable`) first."""
+    assert t.known is not None, "the value is not known at import"
+    return t.known
+
+
+def int_shape(shape: Sequence[Dim]) -> tuple[int, ...]:
+    """``shape`` as ints; callers have checked that every dim is static."""
+    out = tuple(d for d in shape if isinstance(d, int))
+    assert len(out) == len(shape), f"dynamic dims in {shape_str(shape)}"
+    return out
 
 
 def _cast_array(a: np.ndarray, dtype: DType) -> np.ndarray:
@@ -461,7 +474,8 @@ def supported_ops() -> list[str]:
     """Every ONNX op the importer translates, as ``domain::Op`` (default domain bare)."""
     from irkit.frontends import onnx_nn, onnx_rnn, onnx_signal, onnx_tensor, onnx_text  # noqa: F401 - their converters register on import
 
-    return sorted(f"{d}::{t}" if d else t for d, t in CONVERTERS)
+    keys = [cast("tuple[str, str]", k) for k in CONVERTERS]  # onnx_key: (domain, op type)
+    return sorted(f"{d}::{t}" if d else t for d, t in keys)
 
 
 def _axis(node: Node, axis: int, rank: int) -> int:
@@ -475,7 +489,10 @@ def _reshape(cx: Emitter, t: OnnxValue, shape: Sequence[Dim]) -> OnnxValue:
     if tuple(t.shape) == shape:
         return t
     if foldable(t, move=True) and all(isinstance(d, int) for d in shape):
-        return OnnxValue(t.dtype, shape, known=t.known.reshape(shape))
+        return OnnxValue(t.dtype, shape, known=known_array(t).reshape(int_shape(shape)))
+    if 0 in shape and all(isinstance(d, int) for d in shape):
+        # No elements: the result is its shape alone (and no target has to reshape an empty buffer).
+        return OnnxValue.of(cx.constant(np.zeros(int_shape(shape), dtype=t.dtype.np), t.dtype))
     return OnnxValue.of(cx.op("ik.reshape", cx.ir(t), shape=shape))
 
 
@@ -534,9 +551,10 @@ def _constant_of_shape(cx: Emitter, node: Node) -> list[OnnxValue | None]:
         fill, dt = np.float32(0.0), DType.f32
     _check_shape(node, shape)
     if all(isinstance(d, int) for d in shape):
-        n = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        ishape = int_shape(shape)
+        n = int(np.prod(ishape, dtype=np.int64)) if ishape else 1
         if n <= FOLD_LIMIT and (dt.is_int or dt.is_bool or n <= FLOAT_MOVE_LIMIT):
-            return [OnnxValue.const(np.full(shape, fill, dtype=dt.np), dt)]
+            return [OnnxValue.const(np.full(ishape, fill, dtype=dt.np), dt)]
     s = cx.constant(np.array(fill, dtype=dt.np), dt)
     return [OnnxValue.of(cx.op("ik.broadcast", s, shape=shape))]
 
@@ -598,6 +616,8 @@ def _range(cx: Emitter, node: Node) -> list[OnnxValue | None]:
 # Elementwise
 
 
+_NP_UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "Neg": np.negative, "Abs": np.abs, "Relu": lambda a: np.maximum(a, 0), "Sign": np.sign}
 _UNARY = {
     "Neg": "ik.neg", "Abs": "ik.abs", "Exp": "ik.exp", "Log": "ik.log", "Sqrt": "ik.sqrt",
     "Reciprocal": "ik.reciprocal", "Tanh": "ik.tanh", "Erf": "ik.erf", "Sigmoid": "ik.sigmoid",
@@ -612,15 +632,14 @@ _UNARY = {
 def _unary(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = node.req(0)
     if node.op_type in ("Neg", "Abs", "Relu", "Sign") and foldable(x) and x.dtype.is_int:
-        if x.known.dtype != object:  # plain integers: vectorised
-            np_fn = {"Neg": np.negative, "Abs": np.abs, "Relu": lambda a: np.maximum(a, 0),
-                     "Sign": np.sign}[node.op_type]
-            return [OnnxValue.const(np_fn(x.known), x.dtype)]
+        if known_array(x).dtype != object:  # plain integers: vectorised
+            np_fn = _NP_UNARY[node.op_type]
+            return [OnnxValue.const(np_fn(known_array(x)), x.dtype)]
         fn = {"Neg": lambda a: dim_mul(-1, _to_dim(a)), "Abs": _sym_abs,
               "Relu": lambda a: a if _sym_cmp(a, 0) >= 0 else 0,
               "Sign": lambda a: _sym_cmp(a, 0)}[node.op_type]
         try:
-            return [OnnxValue.const(_apply_known(fn, x.known), x.dtype)]
+            return [OnnxValue.const(_apply_known(fn, known_array(x)), x.dtype)]
         except _NoFold:
             pass
     return [OnnxValue.of(cx.op(_UNARY[node.op_type], cx.ir(x)))]
@@ -659,11 +678,11 @@ def _binary(cx: Emitter, node: Node, op_type: str, a: OnnxValue, b: OnnxValue) -
     dt = cx.same_dtype(node, a, b)
     if foldable(a, b) and (dt.is_int or dt.is_bool):
         rdt = DType.bool if op_type in _COMPARE else dt
-        fast = _numeric_binary(op_type, a.known, b.known)
+        fast = _numeric_binary(op_type, known_array(a), known_array(b))
         if fast is not None:
             return OnnxValue.const(fast, rdt)
         try:
-            out = _apply_known(_INT_BINARY[op_type], a.known, b.known)
+            out = _apply_known(_INT_BINARY[op_type], known_array(a), known_array(b))
             return OnnxValue.const(out, rdt)
         except _NoFold:
             pass
@@ -699,7 +718,7 @@ def _mod(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     fmod = bool(node.attr("fmod", 0))
     if foldable(a, b) and dt.is_int:
         try:
-            return [OnnxValue.const(_apply_known(_sym_fmod if fmod else _sym_mod, a.known, b.known), dt)]
+            return [OnnxValue.const(_apply_known(_sym_fmod if fmod else _sym_mod, known_array(a), known_array(b)), dt)]
         except _NoFold:
             pass
     # fmod=0 is the floored remainder (sign of the divisor), fmod=1 C's fmod (sign of the dividend).
@@ -714,7 +733,7 @@ def _logical(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     a, b = node.req(0), node.req(1)
     if foldable(a, b) and a.dtype.is_bool and b.dtype.is_bool:
         fn = {"And": np.logical_and, "Or": np.logical_or, "Xor": np.logical_xor}[node.op_type]
-        return [OnnxValue.const(fn(a.known, b.known), DType.bool)]
+        return [OnnxValue.const(fn(known_array(a), known_array(b)), DType.bool)]
     return [OnnxValue.of(cx.op(_LOGICAL[node.op_type], cx.ir(a), cx.ir(b)))]
 
 
@@ -722,7 +741,7 @@ def _logical(cx: Emitter, node: Node) -> list[OnnxValue | None]:
 def _not(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     x = node.req(0)
     if foldable(x) and x.dtype.is_bool:
-        return [OnnxValue.const(np.logical_not(x.known), DType.bool)]
+        return [OnnxValue.const(np.logical_not(known_array(x)), DType.bool)]
     return [OnnxValue.of(cx.op("ik.not", cx.ir(x)))]
 
 
@@ -733,7 +752,7 @@ def _where(cx: Emitter, node: Node) -> list[OnnxValue | None]:
         raise FrontendError(f"node '{node.name}' (Where): condition must be bool, got {c.dtype}")
     dt = cx.same_dtype(node, x, y)
     if foldable(c, x, y, move=True):
-        out = np.where(c.known, _as_object(x.known), _as_object(y.known))
+        out = np.where(known_array(c), _as_object(known_array(x)), _as_object(known_array(y)))
         try:
             return [OnnxValue.const(out, dt)]
         except _NoFold:
@@ -862,9 +881,9 @@ def _trilu(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     upper = bool(node.attr("upper", 1))
     if x.rank < 2:
         raise FrontendError(f"node '{node.name}' (Trilu): input must have rank >= 2")
-    if foldable(x, move=True) and x.known.dtype != object:
+    if foldable(x, move=True) and known_array(x).dtype != object:
         f = np.triu if upper else np.tril
-        return [OnnxValue.const(f(x.known, k), x.dtype)]
+        return [OnnxValue.const(f(known_array(x), k), x.dtype)]
     n, m = x.shape[-2], x.shape[-1]
     rows = cx.op("ik.iota", shape=(n, m), axis=0, dtype=DType.i64)
     cols = cx.op("ik.iota", shape=(n, m), axis=1, dtype=DType.i64)
@@ -963,7 +982,7 @@ def _unsqueeze(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     for i in range(r):
         shape.append(1 if i in norm else next(it))
     if x.known is not None and (foldable(x, move=True) or x.is_symbolic):
-        return [OnnxValue(x.dtype, tuple(shape), known=x.known.reshape(tuple(shape)))]
+        return [OnnxValue(x.dtype, tuple(shape), known=known_array(x).reshape(int_shape(shape)))]
     return [_reshape(cx, x, shape)]
 
 
@@ -983,7 +1002,7 @@ def _squeeze(cx: Emitter, node: Node) -> list[OnnxValue | None]:
                 raise FrontendError(f"node '{node.name}' (Squeeze): dim {i} of {shape_str(x.shape)} is not 1")
     shape = tuple(d for i, d in enumerate(x.shape) if i not in drop)
     if x.known is not None and (foldable(x, move=True) or x.is_symbolic):
-        return [OnnxValue(x.dtype, shape, known=x.known.reshape(shape))]
+        return [OnnxValue(x.dtype, shape, known=known_array(x).reshape(int_shape(shape)))]
     return [_reshape(cx, x, shape)]
 
 
@@ -1012,7 +1031,7 @@ def _concat(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     ax = _axis(node, int(node.attr("axis")), xs[0].rank)
     if all(t.known is not None and (foldable(t, move=True) or t.is_symbolic) for t in xs):
         sym = any(t.is_symbolic for t in xs)
-        k = np.concatenate([_as_object(t.known) if sym else t.known for t in xs], axis=ax)
+        k = np.concatenate([_as_object(known_array(t)) if sym else known_array(t) for t in xs], axis=ax)
         return [OnnxValue.const(k, dt)]
     # Zero-length static pieces add nothing.
     xs = [t for t in xs if not (isinstance(t.shape[ax], int) and t.shape[ax] == 0)] or xs[:1]
@@ -1036,7 +1055,9 @@ def _split(cx: Emitter, node: Node) -> list[OnnxValue | None]:
         n = int(node.attr("num_outputs", n_out))
         if isinstance(d, int):
             chunk = -(-d // n)
-            sizes = [chunk] * (n - 1) + [d - chunk * (n - 1)]
+            sizes = []
+            sizes += [chunk] * (n - 1)
+            sizes.append(d - chunk * (n - 1))
         else:
             q = dim_floordiv(d, n)
             if q is None:
@@ -1053,7 +1074,7 @@ def _split(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     if n_out == 1:
         return [x]
     if foldable(x, move=True) and all(isinstance(s, int) for s in sizes):
-        parts = np.split(x.known, np.cumsum(sizes)[:-1], axis=ax)
+        parts = np.split(known_array(x), np.cumsum(int_shape(sizes))[:-1], axis=ax)
         return [OnnxValue.const(p, x.dtype) for p in parts]
     return [OnnxValue.of(v) for v in cx.emit("ik.split", [cx.ir(x)], axis=ax, sizes=tuple(sizes))]
 
@@ -1114,8 +1135,9 @@ def _slice(cx: Emitter, node: Node) -> list[OnnxValue | None]:
         limit[ax] = _norm_index(e, d, True)
         step[ax] = st
     for i in range(x.rank):
-        if isinstance(start[i], int) and isinstance(limit[i], int) and limit[i] < start[i]:
-            limit[i] = start[i]
+        s0, l0 = start[i], limit[i]
+        if isinstance(s0, int) and isinstance(l0, int) and l0 < s0:
+            limit[i] = s0
     whole = all(s == 0 and lim == d and st == 1 for s, lim, st, d in zip(start, limit, step, x.shape))
     if x.known is not None and (foldable(x, move=True) or x.is_symbolic) and \
             all(isinstance(v, int) for v in start + limit):
@@ -1142,7 +1164,7 @@ def _gather(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     ax = _axis(node, int(node.attr("axis", 0)), data.rank)
     if data.known is not None and (foldable(data, move=True) or data.is_symbolic) and foldable(idx):
         n = data.known.shape[ax]
-        ii = idx.known.astype(np.int64)
+        ii = known_array(idx).astype(np.int64)
         if ii.size and (ii.min() < -n or ii.max() >= n):
             raise FrontendError(f"node '{node.name}' (Gather): index out of range for dim of size {n}")
         k = np.take(data.known, ii, axis=ax)
@@ -1164,9 +1186,9 @@ def _expand(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     _check_shape(node, out)
     if out == x.shape:
         return [x]
-    if foldable(x, move=True) and all(isinstance(d, int) for d in out) and x.known.dtype != object and \
-            int(np.prod(out, dtype=np.int64)) <= FOLD_LIMIT:
-        return [OnnxValue.const(np.broadcast_to(x.known, out).copy(), x.dtype)]
+    if foldable(x, move=True) and all(isinstance(d, int) for d in out) and known_array(x).dtype != object and \
+            int(np.prod(int_shape(out), dtype=np.int64)) <= FOLD_LIMIT:
+        return [OnnxValue.const(np.broadcast_to(known_array(x), int_shape(out)).copy(), x.dtype)]
     return [OnnxValue.of(cx.op("ik.broadcast", cx.ir(x), shape=out))]
 
 
@@ -1190,6 +1212,9 @@ def _tile(cx: Emitter, node: Node) -> list[OnnxValue | None]:
         bshape += [r, d]
     v = cx.op("ik.broadcast", v, shape=tuple(bshape))
     return [OnnxValue.of(cx.op("ik.reshape", v, shape=tuple(dim_mul(r, d) for r, d in zip(reps, x.shape))))]
+
+
+_PAD_NP_MODES: dict[str, Literal["reflect", "edge", "wrap"]] = {"reflect": "reflect", "edge": "edge", "wrap": "wrap"}
 
 
 @converter("Pad")
@@ -1231,7 +1256,7 @@ def _pad(cx: Emitter, node: Node) -> list[OnnxValue | None]:
             d = x.shape[a]
             if not isinstance(d, int):
                 raise Unsupported(f"Pad mode '{mode}' over a dynamic dim")
-            np_mode = {"reflect": "reflect", "edge": "edge", "wrap": "wrap"}[mode]
+            np_mode = _PAD_NP_MODES[mode]
             base = np.arange(d)
             if lo < 0 or hi < 0:
                 base = base[max(-lo, 0): d - max(-hi, 0)]
@@ -1277,7 +1302,8 @@ def _reduce(cx: Emitter, node: Node) -> list[OnnxValue | None]:
         fn = {"ReduceSum": np.add, "ReduceProd": np.multiply}.get(node.op_type)
         if fn is not None:
             try:
-                k = fn.reduce(_as_object(x.known), axis=norm, keepdims=keep)
+                obj = _as_object(known_array(x))
+                k = fn.reduce(obj, axis=norm, keepdims=True) if keep else fn.reduce(obj, axis=norm, keepdims=False)
                 return [OnnxValue.const(np.asarray(k, dtype=object), x.dtype)]
             except (TypeError, ValueError, _NoFold):
                 pass

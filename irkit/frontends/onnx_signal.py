@@ -79,8 +79,8 @@ def apply_dft(cx: Emitter, node: Node, v: Value, shape: tuple[Dim, ...], dtype: 
     """The DFT of ``v`` (shape ``shape``, last dim 1 or 2 = real/complex) along ``axis`` (< rank - 1)."""
     rank = len(shape)
     length, c_in = shape[axis], shape[-1]
-    if not isinstance(length, int):
-        raise Unsupported(f"{node.op_type} over a dynamic length ({length})")
+    if not isinstance(length, int) or not isinstance(c_in, int):
+        raise Unsupported(f"{node.op_type} over a dynamic length ({length}) or complex dim ({c_in})")
     if c_in not in (1, 2):
         raise FrontendError(f"node '{node.name}' ({node.op_type}): the last dim must be 1 (real) or 2 (complex), "
                             f"got {c_in}")

@@ -64,13 +64,23 @@ def ir_dtype_to_torch(dt: DType) -> Any:
     raise Unsupported(f"IR dtype {dt} has no torch equivalent")
 
 
-def tensor_to_numpy(t: Any) -> np.ndarray:
-    """A CPU copy of a torch tensor as NumPy (bf16 through ml_dtypes, no pickle)."""
+def tensor_to_numpy(t: Any, copy: bool = True) -> np.ndarray:
+    """A CPU copy of a torch tensor as NumPy (bf16 through ml_dtypes, no pickle), read-only.
+
+    ``copy=False`` shares the memory of a CPU tensor that NumPy can view as the IR dtype
+    (the array keeps the tensor alive): for tensors nobody else will write, such as the
+    weights of a program loaded from a file."""
     import torch
 
     t = t.detach()
     if t.device.type != "cpu":
         t = t.cpu()
+    if not copy and t.dtype != torch.bfloat16 and t.is_contiguous():
+        dt = torch_dtype_to_ir(t.dtype)
+        arr = t.numpy()
+        if arr.dtype == dt.np:
+            arr.flags.writeable = False
+            return arr
     if t.dtype == torch.bfloat16:
         arr = t.contiguous().view(torch.int16).numpy().view(DType.bf16.np).copy()
     else:

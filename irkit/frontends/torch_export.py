@@ -250,6 +250,9 @@ class ImportOptions:
     """How the source is named in error messages (a file name, a model class)."""
     auto_decompose: bool = True
     """Decompose ops without a converter with torch's own table (see :func:`_import`)."""
+    borrow_weights: bool = False
+    """Constants share the program's tensors instead of copying them (a program loaded from a
+    file, which nothing else holds or writes)."""
 
 
 class _Importer:
@@ -508,7 +511,7 @@ class _Importer:
             self.unsupported.add(f"non-tensor constant {target} ({type(t).__name__})", loc)
             return FAILED
         try:
-            arr = tensor_to_numpy(t)
+            arr = tensor_to_numpy(t, copy=not self.opts.borrow_weights)
         except Unsupported as e:
             self.unsupported.add(f"constant {target} ({e})", loc)
             return FAILED
@@ -881,14 +884,16 @@ def bind_args(target: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> di
 
 def import_exported_program(ep: Any, name: str = "main", *, dim_names: Mapping[str, str] | None = None,
                             dynamic_shapes: Any = None, source: str | None = None,
-                            auto_decompose: bool = True) -> Module:
+                            auto_decompose: bool = True, borrow_weights: bool = False) -> Module:
     """Import a ``torch.export.ExportedProgram`` (before or after ``run_decompositions()``).
 
     ``dim_names`` maps torch's size symbols (``s18``) to IR symbol names; or give
     the ``dynamic_shapes`` that were passed to ``torch.export.export`` and the
     names of its ``Dim`` objects are used.  Symbols left unnamed keep torch's
     name.  Ops without a converter that torch can decompose are decomposed
-    first (``auto_decompose``; see :func:`_import`).  Raises
+    first (``auto_decompose``; see :func:`_import`).  ``borrow_weights`` makes the
+    constants share ``ep``'s tensors instead of copying them (only when nothing will
+    write them afterwards: :func:`load_pt2` does it).  Raises
     :class:`UnsupportedOpsError` listing every op irkit cannot import, with
     counts and locations.
     """
@@ -903,7 +908,8 @@ def import_exported_program(ep: Any, name: str = "main", *, dim_names: Mapping[s
         for k, v in dim_names_from_spec(ep, dynamic_shapes).items():
             names.setdefault(k, v)
     src = source or _program_source(ep)
-    return _import(ep, ImportOptions(name=name, dim_names=names, source=src, auto_decompose=auto_decompose))
+    return _import(ep, ImportOptions(name=name, dim_names=names, source=src, auto_decompose=auto_decompose,
+                                     borrow_weights=borrow_weights))
 
 
 def _import(ep: Any, opts: ImportOptions) -> Module:
@@ -936,7 +942,8 @@ def _import(ep: Any, opts: ImportOptions) -> Module:
             except Exception:  # noqa: BLE001 - the decomposition failed: report the ops as they were
                 raise err from None
             names = _carry_dim_names(ep, new_ep, opts.dim_names)
-            opts = ImportOptions(name=opts.name, dim_names=names, source=opts.source, auto_decompose=True)
+            opts = ImportOptions(name=opts.name, dim_names=names, source=opts.source, auto_decompose=True,
+                                 borrow_weights=opts.borrow_weights)
             done.extend(sorted(str(k) for k in table))
             ep = new_ep
 
@@ -1127,7 +1134,8 @@ def load_pt2(path: str | os.PathLike[str], name: str = "main", *,
     ep = load_exported_program_safely(path)
     names = read_dim_names(path)
     names.update(dim_names or {})
-    return import_exported_program(ep, name, dim_names=names, source=str(path))
+    # The program is private to this call: its weights become the IR's without a copy.
+    return import_exported_program(ep, name, dim_names=names, source=str(path), borrow_weights=True)
 
 
 def save_pt2(ep: Any, path: str | os.PathLike[str], *, dynamic_shapes: Any = None,

@@ -990,11 +990,16 @@ def _empty_stat(cx: ConvertContext, k: int) -> Value:
     t = cx.out_type(k)
     if not any(d == 0 for d in t.shape):
         raise Unsupported("batch norm's saved statistics outside training mode are not empty tensors")
-    return cx.b.constant(np.zeros(tuple(int(d) for d in t.shape), dtype=t.dtype.np), t.dtype)
+    shape = tuple(_static(d, "batch norm statistic size") for d in t.shape)
+    return cx.b.constant(np.zeros(shape, dtype=t.dtype.np), t.dtype)
+
+
+def _empty_stat_lazy(cx: ConvertContext, k: int) -> Any:
+    return lazy(lambda: _empty_stat(cx, k))
 
 
 @converter("_native_batch_norm_legit_no_training", "batch_norm", "_native_batch_norm_legit_functional",
-      "native_batch_norm")
+      "native_batch_norm", "_native_batch_norm_legit.default")
 def _batch_norm(cx: ConvertContext, a: dict) -> Any:
     x = _require(a["input"], "input")
     if a.get("training"):
@@ -1014,7 +1019,7 @@ def _batch_norm(cx: ConvertContext, a: dict) -> Any:
         y = cx.b.add(y, cx.reshape(cx.cast(b, dt), bshape))
     if _opname(cx) == "batch_norm":
         return y
-    return (y,) + tuple(lazy(lambda k=k: _empty_stat(cx, k)) for k in range(1, len(cx.meta)))
+    return (y,) + tuple(_empty_stat_lazy(cx, k) for k in range(1, len(cx.meta)))
 
 
 # ---------------------------------------------------------------------------

@@ -305,6 +305,14 @@ def _index_dim(cx: ConvertContext, a: dict, values: Any, acc: bool) -> Value:
         return cx.reshape(out, ())
     ax = _axis(a["dim"], x.type.rank)
     idx = cx.reshape(idx, (dim_prod(idx.shape),)) if idx.type.rank != 1 else idx
+    if isinstance(values, Value) and values.type.rank == x.type.rank:
+        # One scatter along the dim (no transposes around a scatter_nd: a KV cache written by
+        # index_copy stays in its layout and can be updated in place).
+        src = cx.cast(values, x.dtype)
+        r = x.type.rank
+        at = cx.broadcast(cx.reshape(cx.cast(idx, DType.i64), tuple(idx.shape[0] if i == ax else 1 for i in range(r))),
+                          src.shape)
+        return cx.b.scatter_elements(x, at, src, axis=ax, reduction="add" if acc else "none")
     return _index_put(cx, {"self": x, "indices": [None] * ax + [idx], "values": values, "accumulate": acc})
 
 
@@ -534,7 +542,8 @@ def _nanmedian(cx: ConvertContext, x: Value, dim: Any, keep: bool) -> Any:
     else:
         ax = _axis(dim, x.type.rank)
     vals, idx = cx.b.sort(x, axis=ax)
-    count = cx.b.reduce_sum(cx.cast(cx.b.create("ik.not", [cx.b.isnan(x)]).results[0], DType.i64), axes=(ax,), keepdims=True)
+    present = cx.b.create("ik.not", [cx.b.isnan(x)]).results[0]
+    count = cx.b.reduce_sum(cx.cast(present, DType.i64), axes=(ax,), keepdims=True)
     k = cx.b.max(cx.b.floor_div(cx.b.sub(count, cx.tensor(1, DType.i64)), cx.tensor(2, DType.i64)),
                  cx.tensor(0, DType.i64))
     out_shape = x.shape[:ax] + ((1,) if keep else ()) + x.shape[ax + 1:]

@@ -2,7 +2,9 @@
 
 ``polygamma`` of any order (Hurwitz zeta by direct sum plus Euler-Maclaurin tail),
 ``special_erfcx`` (direct form below 2, Laplace's continued fraction above),
-modified Bessel I0, I1 and their scaled forms (power series, asymptotic expansion for large arguments), ``_cdist_forward``.
+modified Bessel I0, I1 and their scaled forms (power series, asymptotic expansion for large
+arguments), Chebyshev polynomials, ``segment_reduce``, ``_cdist_forward``, a few losses, and
+transformers' MoE grouped matmul.
 """
 
 from __future__ import annotations
@@ -74,6 +76,51 @@ def hurwitz_zeta(cx: ConvertContext, s: int, q: Value) -> Value:
         c = float(_B[2 * j] / math.factorial(2 * j) * poch)
         tail = cx.b.add(tail, cx.b.mul(cx.b.pow(a, cx.tensor(float(1 - s - 2 * j), dt)), cx.tensor(c, dt)))
     return cx.b.add(head, tail)
+
+
+def hurwitz_zeta_tensor(cx: ConvertContext, s: Value, q: Value) -> Value:
+    """zeta(s, q) for tensors (float64), with Cephes' domain: ``s == 1`` gives +inf, ``s < 1`` NaN,
+    ``q`` a non-positive integer +inf, a negative ``q`` with a non-integer ``s`` NaN; else
+    :func:`hurwitz_zeta`'s direct sum and Euler-Maclaurin tail with the tail's Pochhammer
+    products built from ``s``."""
+    dt = q.dtype
+    shape = cx.out_shape
+    s, q = cx.broadcast(s, shape), cx.broadcast(q, shape)
+    n = _ZETA_TERMS
+    ss = cx.reshape(s, shape + (1,))
+    qq = cx.reshape(q, shape + (1,))
+    terms = cx.b.pow(cx.b.add(qq, _iota_axis(cx, q, n, dt)), cx.b.neg(ss))
+    head = cx.b.reduce_sum(terms, axes=(len(shape),), keepdims=False)
+    a = cx.b.add(q, cx.tensor(float(n), dt))
+    one = cx.tensor(1.0, dt)
+    sm1 = cx.b.sub(s, one)
+    tail = cx.b.add(cx.b.div(cx.b.pow(a, cx.b.neg(sm1)), sm1), cx.b.mul(cx.b.pow(a, cx.b.neg(s)), cx.tensor(0.5, dt)))
+    poch = s
+    for j in range(1, _ZETA_TAIL + 1):
+        if j > 1:
+            step = cx.b.mul(cx.b.add(s, cx.tensor(2.0 * j - 3, dt)), cx.b.add(s, cx.tensor(2.0 * j - 2, dt)))
+            poch = cx.b.mul(poch, step)
+        c = float(_B[2 * j] / math.factorial(2 * j))
+        e = cx.b.sub(cx.tensor(1.0 - 2 * j, dt), s)
+        tail = cx.b.add(tail, cx.b.mul(cx.b.mul(cx.b.pow(a, e), poch), cx.tensor(c, dt)))
+    out = cx.b.add(head, tail)
+    inf, nan = cx.tensor(float("inf"), dt), cx.tensor(float("nan"), dt)
+    q_int = cx.b.eq(q, cx.b.floor(q))
+    q_pos = cx.b.gt(q, cx.tensor(0.0, dt))
+    s_int = cx.b.eq(s, cx.b.floor(s))
+    out = cx.b.where(q_pos, out, cx.b.where(q_int, inf, cx.b.where(s_int, out, nan)))
+    out = cx.b.where(cx.b.lt(s, one), nan, out)
+    return cx.b.where(cx.b.eq(s, one), inf, out)
+
+
+@converter("special_zeta", "prims.zeta.default")
+def _zeta(cx: ConvertContext, a: dict) -> Any:
+    dt = _float_dtype(cx)
+    f64 = DType.f64
+    s, q = a["self"], a["other"]
+    s = cx.cast(s, f64) if isinstance(s, Value) else cx.tensor(float(s), f64)
+    q = cx.cast(q, f64) if isinstance(q, Value) else cx.tensor(float(q), f64)
+    return cx.cast(hurwitz_zeta_tensor(cx, s, q), dt)
 
 
 @converter("polygamma", "special_polygamma")
@@ -454,4 +501,4 @@ def _grouped_mm(cx: ConvertContext, a: dict) -> Any:
     return cx.b.reduce_sum(y, axes=(0,), keepdims=False)
 
 
-__all__ = ["bessel_i", "hurwitz_zeta"]
+__all__ = ["bessel_i", "hurwitz_zeta", "hurwitz_zeta_tensor"]

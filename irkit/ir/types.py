@@ -554,7 +554,8 @@ def promote(a: DType, b: DType) -> DType:
 
 
 _PROMOTE_ORDER = [DType.bool, DType.ui8, DType.i8, DType.ui16, DType.i16, DType.ui32, DType.i32, DType.ui64,
-                  DType.i64, DType.f8e4m3fnuz, DType.f8e4m3fn, DType.f8e5m2fnuz, DType.f8e5m2, DType.bf16, DType.f16, DType.f32, DType.f64]
+                  DType.i64, DType.f8e4m3fnuz, DType.f8e4m3fn, DType.f8e5m2fnuz, DType.f8e5m2, DType.bf16,
+                  DType.f16, DType.f32, DType.f64]
 
 
 def is_pow2(n: int) -> bool:

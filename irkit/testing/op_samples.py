@@ -506,7 +506,8 @@ def _s_return(rng):
 
 
 _SPECIAL: dict[str, Callable[[np.random.Generator], list[Sample]]] = {
-    "ik.not": _s_not, "ik.gelu": _s_gelu, "ik.where": _s_where, "ik.cast": _s_cast, "ik.bitcast": _s_bitcast, "ik.dropout": _s_dropout,
+    "ik.not": _s_not, "ik.gelu": _s_gelu, "ik.where": _s_where, "ik.cast": _s_cast, "ik.dropout": _s_dropout,
+    "ik.bitcast": _s_bitcast,
     **{f"ik.reduce_{k}": _s_reduce for k in ("sum", "mean", "max", "min", "prod")},
     "ik.argmax": _s_arg, "ik.argmin": _s_arg,
     **{f"ik.{k}": _s_scan for k in ("cumsum", "cumprod", "cummax", "cummin")},

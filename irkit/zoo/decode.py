@@ -34,11 +34,9 @@ from irkit.errors import IrkitError
 from irkit.ir.core import Module
 from irkit.zoo.build import Size, ZooError, _quiet_transformers, entry, make_config
 
-DECODERS: tuple[str, ...] = ("gpt2", "gptj", "gpt_neox", "opt", "bloom", "falcon", "llama", "mistral", "qwen2",
-                              "qwen3", "gemma", "gemma2", "phi", "phi3", "stablelm", "olmo")
-"""The zoo decoders whose greedy tokens the decode tests check against transformers (every zoo decoder but
-mixtral, whose sparse-MoE experts export as ``transformers.grouped_mm_fallback``, an op the torch frontend
-does not import yet)."""
+DECODERS: tuple[str, ...] = ("gpt2", "gptj", "gpt_neox", "opt", "bloom", "falcon", "llama", "mistral", "mixtral",
+                              "qwen2", "qwen3", "gemma", "gemma2", "phi", "phi3", "stablelm", "olmo")
+"""The zoo decoders whose greedy tokens the decode tests check against transformers (every zoo decoder)."""
 
 
 class NoCacheError(IrkitError):

@@ -45,7 +45,9 @@ from typing import Any
 
 from irkit.errors import InputError
 
-DEFAULT_PIPELINE = "canonicalize,fuse-attention,fuse-norm,fuse-activation,fuse-elementwise,cse,dce"
+DEFAULT_PIPELINE = ("canonicalize,fuse-attention,fuse-cache-attention,fuse-norm,fuse-activation,fuse-elementwise,"
+                    "cse,dce")
+"""The optimising pipeline (``fuse-cache-attention`` fires only on functions with KV-cache state)."""
 FRONTENDS = ("torch", "onnx")
 COMPILE_ONLY = ("xla-tpu-v5e", "tvm-cuda")
 """Targets added to the runnable ones by default: compiled here, not run."""
@@ -320,6 +322,7 @@ def _run_job(job: Job, arch: Any, row: dict[str, Any], st: _Stages, out_dir: Pat
 
             m = import_onnx(str(path))
         rec["ops"] = sum(1 for _ in m.walk())
+        row["attention_at_import"] = _count(m, "ik.attention")
     if m is None:
         return
     if job.interp:
@@ -586,7 +589,9 @@ def merge(path: str | os.PathLike[str] | None, rows: list[dict[str, Any]],
     from irkit import zoo
 
     order = {n: i for i, n in enumerate(zoo.names())}
-    doc["rows"] = sorted(keep.values(), key=lambda r: (order.get(r.get("model"), 1 << 30), r.get("size", ""),
+    sizes = {"toy": 0, "full": 1}
+    doc["rows"] = sorted(keep.values(), key=lambda r: (order.get(r.get("model"), 1 << 30),
+                                                       sizes.get(r.get("size", ""), 2),
                                                        FRONTENDS.index(r["frontend"]) if r.get("frontend")
                                                        in FRONTENDS else 9))
     runs = doc.setdefault("runs", [])
@@ -713,7 +718,8 @@ def markdown(doc: dict[str, Any]) -> str:
              "cell is `ok` (ran, numbers within tolerance of torch), `compiles` (compile-only target), "
              "`MISMATCH`, or the stage that failed.", ""]
     lines += ["Commands that made this file (latest last):", ""]
-    lines += [f"    {r.get('command', '?')}    # {r.get('date', '?')}, {r.get('seconds', '?')} s" for r in runs]
+    lines += [f"    {r.get('command', '?')}    # {r.get('date', '?')}, {r.get('seconds', '?')} s"
+              + (f"; {r['partial']}" if r.get("partial") else "") for r in runs]
     lines += ["", f"Pipeline: `{last.get('pipeline', DEFAULT_PIPELINE)}`.  Machine: {last.get('cpu', '?')}.  "
               "Versions: " + ", ".join(f"{k} {v}" for k, v in sorted(vers.items())) + ".", ""]
     lines += ["## Status", ""] + out + ["", summary(rows), ""]

@@ -4,11 +4,12 @@ Design note
 -----------
 ``out[b,h,i,:] = softmax_j(cap(scale · q[b,h,i,:]·k[b,g(h),j,:]) + bias[b,h,i,j]) · v[b,g(h),j,:]``
 where ``cap(s) = softcap · tanh(s / softcap)`` when ``softcap > 0`` (Gemma 2's logit
-soft-capping) and ``cap(s) = s`` otherwise, with ``g(h) = h // (H // Hkv)`` (grouped-query attention; MHA when ``Hkv == H``, MQA when
-``Hkv == 1``). The ``Sq × Skv`` score matrix never exists in global memory: each query tile
-walks the key tiles once, keeping a running row maximum ``m``, running denominator ``l`` and
-an unnormalised output accumulator, rescaled by ``exp(m_old − m_new)`` whenever the maximum
-grows. With ``causal`` the key-tile loop stops at the diagonal, so masked tiles cost nothing.
+soft-capping) and ``cap(s) = s`` otherwise, with ``g(h) = h // (H // Hkv)`` (grouped-query
+attention; MHA when ``Hkv == H``, MQA when ``Hkv == 1``). The ``Sq × Skv`` score matrix never
+exists in global memory: each query tile walks the key tiles once, keeping a running row
+maximum ``m``, running denominator ``l`` and an unnormalised output accumulator, rescaled by
+``exp(m_old − m_new)`` whenever the maximum grows. With ``causal`` the key-tile loop stops at
+the diagonal, so masked tiles cost nothing.
 
 The recurrence carries state across key tiles, which TE's ``compute``/reduction model cannot
 express, so these kernels are written directly as TIR loop nests with TVM's IRBuilder: the

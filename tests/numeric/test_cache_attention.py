@@ -16,7 +16,7 @@ from irkit.ir.aliases import get_aliases, set_aliases
 from irkit.ir.builder import module_of, new_function
 from irkit.ir.types import DType, TensorType
 
-PIPELINE = "canonicalize,fuse-attention,fuse-cache-attention,dce"
+PIPELINE = "canonicalize,fuse-attention,fuse-cache-attention,fuse-norm,fuse-activation,cse,dce"
 
 
 def _step_module(b=1, hq=4, hk=2, s=1, t=12, d=8, per_row=False, mask=False):
@@ -200,7 +200,7 @@ def test_pass_fuses_every_layer_and_keeps_numbers(name):
         want = run(dm.decode, xs, float64=True)
         got = run(fd.decode, xs, float64=True)
         for w, g in zip(want, got):
-            np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-9)
+            np.testing.assert_allclose(g, w, rtol=1e-7, atol=1e-7)  # fuse-norm/activation reassociate
 
 
 GREEDY_TARGETS = ["reference", "ort", "xla-cpu", "tvm-llvm"]

@@ -112,7 +112,7 @@ def test_gqa_prompt_then_decode_growing_cache():
     _compare(prompt, feeds, 5)
     want = _ort(prompt, feeds)
     pk, pv = want[1], want[2]
-    for step in range(3):
+    for _ in range(3):
         past = pk.shape[2]
         model = _gqa_model(1, past, past + 1, rotary=True, rot_half=D // 4)
         f = _feeds(rng, 1, past, [past, past], past_k=pk, past_v=pv)

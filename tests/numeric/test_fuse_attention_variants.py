@@ -2,7 +2,8 @@
 ``[B*H, S, S]`` view (BLOOM's ``baddbmm``) and DeBERTa-v2's relative-position bias terms.
 
 * the fused module keeps the numbers of the unfused one (float64 interpreter), for each positive
-  case of ``tests/filecheck/fuse-attention/{softcap,batch-reshape}.mlir``;
+  case (a keep-mask filled with finfo.min beside a bias is folded into the bias, so a row with every
+  key masked keeps its unfused value) of ``tests/filecheck/fuse-attention/{softcap,batch-reshape}.mlir``;
 * ``ik.attention`` with ``softcap`` matches the float64 oracle on every target that runs here
   (onnxruntime through opset-23 Attention and decomposed, XLA:CPU, TVM LLVM), fully masked rows
   included (zeros); the TVM kernel itself, its CUDA build (source and PTX) and XLA:TPU compile;
@@ -78,6 +79,24 @@ def test_fused_variant_keeps_the_numbers(sym: str, text: str) -> None:
         np.testing.assert_allclose(got[0], want[0], rtol=1e-9, atol=1e-9, err_msg=sym)
     if "softcap" in sym or "cap_" in sym:
         assert atts[0].attrs.get("softcap", 0.0) > 0
+
+
+def test_finfo_min_mask_folded_into_the_bias_keeps_fully_masked_rows() -> None:
+    """DeBERTa-v2 masks padded queries too: their rows have every key masked. The unfused softmax over
+    finfo.min averages V there; with the mask folded into the bias the fused op gives the same."""
+    text = dict(CASES)["deberta_relative_bias"]
+    m = parse_module(text)
+    fused = m.clone()
+    PassManager(PIPELINE).run(fused)
+    att = next(op for op in fused.walk() if op.name == "ik.attention")
+    assert len(att.operands) == 4  # q, k, v, bias: the mask is inside the bias
+    rng = np.random.default_rng(11)
+    xs = _inputs(m.entry, rng)
+    xs[-1][1, 0, 3, :] = False  # batch 1, query 3: every key masked
+    want = run(m, xs, float64=True)[0]
+    got = run(fused, xs, float64=True)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(got[1, :, 3], xs[2][1].mean(axis=1), rtol=1e-6)  # the mean of V
 
 
 # --------------------------------------------------------------------------------------------
@@ -240,10 +259,5 @@ def test_zoo_variant_fuses_every_layer_through_pt2(name: str, tmp_path: Path) ->
     with torch.no_grad():
         eager = module(*inputs).detach().numpy()
     a, b = run(m, xs)[0], run(fused, xs)[0]
-    if name == "deberta_v2":
-        # DeBERTa masks padded queries too: their rows have every key masked, zeros in ik.attention
-        # (the unfused softmax over finfo.min averages V there). Every real token keeps its numbers.
-        keep = xs[1].astype(bool)
-        a, b, eager = a[keep], b[keep], eager[keep]
-    np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-5)  # padded positions (DeBERTa's masked rows) too
     assert compare_all([b], [eager], module_tolerance(m)).ok

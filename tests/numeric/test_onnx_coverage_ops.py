@@ -14,6 +14,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
+from irkit.targets.registry import get_target
 from onnx import TensorProto as TP
 from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
@@ -22,7 +23,6 @@ from irkit.frontends.common import UnsupportedOpsError
 from irkit.frontends.onnx import import_onnx
 from irkit.interp import run
 from irkit.ir import verify
-from irkit.targets.registry import get_target
 
 
 def _model(nodes: list, inputs: list, outputs: list, inits: list = (), opset: int = 20) -> Any:
@@ -259,3 +259,18 @@ def test_deform_conv_groups_strides_dilations_mask() -> None:
                             _vi("mask", TP.FLOAT, [1, 12, 3, 3])], [_vi("y", TP.FLOAT, None)], opset=22)
     # onnxruntime as the oracle: the ONNX reference loops in Python (one GridSample per output element).
     check(model, {"x": x, "w": w, "off": off, "b": b, "mask": mask}, rtol=1e-4, atol=1e-4, oracle="onnxruntime")
+
+
+def test_max_unpool_after_max_pool() -> None:
+    nodes = [helper.make_node("MaxPool", ["x"], ["p", "i"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("MaxUnpool", ["p", "i"], ["y"], kernel_shape=[2, 2], strides=[2, 2])]
+    model = _model(nodes, [_vi("x", TP.FLOAT, [2, 3, 4, 6])], [_vi("y", TP.FLOAT, None)], opset=22)
+    check(model, {"x": RNG.standard_normal((2, 3, 4, 6)).astype(np.float32)}, rtol=0, atol=0)
+
+
+def test_reshape_of_an_empty_tensor_runs_on_ort() -> None:
+    shape = numpy_helper.from_array(np.array([3, 4, 0], np.int64), "shape")
+    model = _model([helper.make_node("Reshape", ["x", "shape"], ["r"], allowzero=1),
+                    helper.make_node("Transpose", ["r"], ["y"], perm=[2, 0, 1])],
+                   [_vi("x", TP.FLOAT, [0, 3, 4])], [_vi("y", TP.FLOAT, None)], [shape], opset=19)
+    check(model, {"x": np.zeros((0, 3, 4), np.float32)}, rtol=0, atol=0)

@@ -88,6 +88,9 @@ def test_special_functions() -> None:
     x = torch.cat([_rand(30, seed=4, lo=-5.0, hi=40.0), torch.tensor([0.0, 1.9999, 2.0, 2.5, -0.5])])
     _check(_Fn(torch.special.erfcx), x)
     _check(_Fn(torch.special.i0), _rand(40, seed=5, lo=-25.0, hi=25.0), rtol=1e-5)
+    s = torch.cat([_rand(20, seed=20, lo=-1.0, hi=9.0), torch.tensor([2.0, 0.5, 1.0, 3.0, 2.5, 2.0])])
+    q = torch.cat([_rand(20, seed=21, lo=-2.0, hi=10.0), torch.tensor([1.0, 1.0, 1.0, -2.5, -2.5, -2.0])])
+    _check(_Fn(torch.special.zeta), s, q, rtol=1e-5)
 
 
 @pytest.mark.parametrize("p", [0.0, 1.0, 2.0, 3.0, float("inf")])
@@ -158,3 +161,36 @@ def test_put_and_nonzero_static() -> None:
     i, v = torch.tensor([1, -2, 5]), torch.tensor([2.0, 3.0, 9.0])
     _check(_Fn(lambda a, j, s: a.put(j, s)), x, i, v)
     _check(_Fn(lambda a, j, s: a.put(j, s, accumulate=True)), x, torch.tensor([1, -2, 1]), v)
+
+
+def test_norm_statistics_and_running_stat_updates() -> None:
+    x = _rand(2, 6, 5, seed=22)
+    w, b = _rand(6, seed=23), _rand(6, seed=24)
+    _check(_Fn(lambda t, g, h: torch.ops.aten.native_group_norm(t, g, h, 2, 6, 5, 3, 1e-5)), x, w, b)
+    rm, rv = _rand(6, seed=25), _rand(6, seed=26, lo=0.5, hi=2.0)
+    # training mode updates the running statistics (inputs) in place: aliased outputs of the import
+    m = _check(_Fn(lambda t, m_, v_: torch.nn.functional.batch_norm(t, m_, v_, w, b, training=True, momentum=0.3)),
+               x, rm, rv)
+    assert sorted(get_aliases(m.entry).values()) == [1, 2]
+    _check(_Fn(lambda t, m_, v_: torch.ops.aten.native_batch_norm(t, w, b, m_, v_, False, 0.1, 1e-5)), x, rm, rv)
+
+
+def test_moe_grouped_mm_fallback() -> None:
+    pytest.importorskip("transformers.integrations.moe")
+    op = getattr(getattr(torch.ops, "transformers", None), "grouped_mm_fallback", None)
+    if op is None:
+        pytest.skip("this transformers has no grouped_mm_fallback op")
+    x, w = _rand(7, 4, seed=27), _rand(3, 4, 5, seed=28)
+    offs = torch.tensor([2, 2, 6])  # expert 1 gets no rows; row 6 belongs to none (zero)
+    _check(_Fn(lambda a, b_, o: op(a, b_, o)), x, w, offs)
+
+
+def test_index_copy_and_add_scatter_along_the_dim() -> None:
+    from torch.export import Dim
+
+    x, src, i = _rand(2, 3, 8, 4, seed=29), _rand(2, 3, 2, 4, seed=30), torch.tensor([5, 1])
+    s = Dim("S", max=8)
+    m = _check(_Fn(lambda a, j, v: a.index_copy(2, j, v)), x, i, src, dynamic_shapes=((None, {0: s}, {2: s}),),
+               runs=((x, torch.tensor([7, 0, 3]), _rand(2, 3, 3, 4, seed=31)),))
+    assert {op.name for op in m.walk()} & {"ik.transpose", "ik.scatter_nd"} == set()  # one scatter, layout kept
+    _check(_Fn(lambda a, j, v: a.index_add(2, j, v, alpha=2.0)), x, torch.tensor([5, 5]), src)

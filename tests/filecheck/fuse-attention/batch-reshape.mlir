@@ -32,11 +32,15 @@
 // -----
 
 // DeBERTa-v2: content-to-position and position-to-content terms [B*H, S, S] added to the scaled scores in the
-// [B*H, S, S] view, then the view back and the keep-mask: one bias [B, H, S, S] and the mask.
+// [B*H, S, S] view, then the view back and the keep-mask filled with finfo.min: one bias [B, H, S, S], with the
+// keep-mask folded into it (a padded query row, every key masked, keeps the unfused mean of V).
 // CHECK-LABEL: "func.func"
 // CHECK: %[[C:.*]] = "ik.add"(%c2p, %p2c)
 // CHECK: %[[B:.*]] = "ik.reshape"(%[[C]]) {shape = array<i64: 2, 2, 4, 4>}
-// CHECK: "ik.attention"(%q, %k, %v, %keep, %[[B]]) {scale = 0.14433756{{[0-9]*}} : f64}
+// CHECK: %[[F:.*]] = "ik.constant"() {value = dense<-3.4028235e+38> : tensor<f32>}
+// CHECK: %[[W:.*]] = "ik.where"(%keep, %[[B]], %[[F]])
+// CHECK: "ik.attention"(%q, %k, %v, %[[W]]) {operandSegmentSizes = array<i64: 1, 1, 1, 0, 1>, scale = 0.14433756{{[0-9]*}} : f64}
+// EXPLAIN: fused: the keep-mask filled with a finite minimum is folded into the bias (a row with every key masked keeps the unfused mean of V)
 "func.func"() ({
 ^bb0(%q: tensor<2x2x4x8xf32>, %k: tensor<2x2x4x8xf32>, %v: tensor<2x2x4x8xf32>, %c2p: tensor<4x4x4xf32>, %p2c: tensor<4x4x4xf32>, %keep: tensor<2x1x4x4xi1>):
   %0 = "ik.transpose"(%k) {perm = array<i64: 0, 1, 3, 2>} : (tensor<2x2x4x8xf32>) -> tensor<2x2x8x4xf32>

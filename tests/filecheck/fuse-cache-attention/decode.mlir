@@ -174,3 +174,35 @@
   %17 = "ik.attention"(%q, %8, %13, %16) {scale = 0.5 : f64} : (tensor<1x4x2x4xf32>, tensor<1x4x8x4xf32>, tensor<1x4x8x4xf32>, tensor<1x1x2x8xi1>) -> tensor<1x4x2x4xf32>
   "func.return"(%17, %8, %13) : (tensor<1x4x2x4xf32>, tensor<1x4x8x4xf32>, tensor<1x4x8x4xf32>) -> ()
 }) {function_type = (tensor<1x4x2x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<2xi64>, tensor<1x4x8x4xf32>, tensor<1x4x8x4xf32>) -> (tensor<1x4x2x4xf32>, tensor<1x4x8x4xf32>, tensor<1x4x8x4xf32>), sym_name = "prefill", aliases = [[1, 4], [2, 5]]} : () -> ()
+
+// -----
+
+// index_copy_ imported as scatter_elements along the sequence axis (the index iota(S) + p broadcast to the
+// rows), GQA: the rows go in as they are (already BHSD).
+// CHECK-LABEL: "func.func"
+// CHECK-NOT: "ik.scatter_elements"
+// CHECK: "ik.cache_attention"(%q, %k_rows, %v_rows, %key_cache, %value_cache, %{{[0-9]+}}) {scale = 0.5 : f64}
+// CHECK-NOT: "ik.scatter_elements"
+// CHECK: sym_name = "scatter_elements", aliases = [[1, 4], [2, 5]]
+"func.func"() ({
+^bb0(%q: tensor<1x4x1x4xf32>, %k_rows: tensor<1x2x1x4xf32>, %v_rows: tensor<1x2x1x4xf32>, %cache_position: tensor<1xi64>, %key_cache: tensor<1x2x8x4xf32>, %value_cache: tensor<1x2x8x4xf32>):
+  %0 = "ik.slice"(%cache_position) {limit = array<i64: 1>, start = array<i64: 0>} : (tensor<1xi64>) -> tensor<1xi64>
+  %1 = "ik.reshape"(%0) {shape = array<i64>} : (tensor<1xi64>) -> tensor<i64>
+  %2 = "ik.iota"() {axis = 0 : i64, dtype = i64, shape = array<i64: 1>} : () -> tensor<1xi64>
+  %3 = "ik.add"(%2, %1) : (tensor<1xi64>, tensor<i64>) -> tensor<1xi64>
+  %4 = "ik.reshape"(%3) {shape = array<i64: 1, 1, 1, 1>} : (tensor<1xi64>) -> tensor<1x1x1x1xi64>
+  %5 = "ik.broadcast"(%4) {shape = array<i64: 1, 2, 1, 4>} : (tensor<1x1x1x1xi64>) -> tensor<1x2x1x4xi64>
+  %6 = "ik.scatter_elements"(%key_cache, %5, %k_rows) {axis = 2 : i64} : (tensor<1x2x8x4xf32>, tensor<1x2x1x4xi64>, tensor<1x2x1x4xf32>) -> tensor<1x2x8x4xf32>
+  %7 = "ik.scatter_elements"(%value_cache, %5, %v_rows) {axis = 2 : i64} : (tensor<1x2x8x4xf32>, tensor<1x2x1x4xi64>, tensor<1x2x1x4xf32>) -> tensor<1x2x8x4xf32>
+  %8 = "ik.iota"() {axis = 0 : i64, dtype = i64, shape = array<i64: 8>} : () -> tensor<8xi64>
+  %9 = "ik.reshape"(%3) {shape = array<i64: 1, 1, 1, 1>} : (tensor<1xi64>) -> tensor<1x1x1x1xi64>
+  %10 = "ik.le"(%8, %9) : (tensor<8xi64>, tensor<1x1x1x1xi64>) -> tensor<1x1x1x8xi1>
+  %11 = "ik.reshape"(%6) {shape = array<i64: 1, 2, 1, 8, 4>} : (tensor<1x2x8x4xf32>) -> tensor<1x2x1x8x4xf32>
+  %12 = "ik.broadcast"(%11) {shape = array<i64: 1, 2, 2, 8, 4>} : (tensor<1x2x1x8x4xf32>) -> tensor<1x2x2x8x4xf32>
+  %13 = "ik.reshape"(%12) {shape = array<i64: 1, 4, 8, 4>} : (tensor<1x2x2x8x4xf32>) -> tensor<1x4x8x4xf32>
+  %14 = "ik.reshape"(%7) {shape = array<i64: 1, 2, 1, 8, 4>} : (tensor<1x2x8x4xf32>) -> tensor<1x2x1x8x4xf32>
+  %15 = "ik.broadcast"(%14) {shape = array<i64: 1, 2, 2, 8, 4>} : (tensor<1x2x1x8x4xf32>) -> tensor<1x2x2x8x4xf32>
+  %16 = "ik.reshape"(%15) {shape = array<i64: 1, 4, 8, 4>} : (tensor<1x2x2x8x4xf32>) -> tensor<1x4x8x4xf32>
+  %17 = "ik.attention"(%q, %13, %16, %10) {scale = 0.5 : f64} : (tensor<1x4x1x4xf32>, tensor<1x4x8x4xf32>, tensor<1x4x8x4xf32>, tensor<1x1x1x8xi1>) -> tensor<1x4x1x4xf32>
+  "func.return"(%17, %6, %7) : (tensor<1x4x1x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>) -> ()
+}) {function_type = (tensor<1x4x1x4xf32>, tensor<1x2x1x4xf32>, tensor<1x2x1x4xf32>, tensor<1xi64>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>) -> (tensor<1x4x1x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>), sym_name = "scatter_elements", aliases = [[1, 4], [2, 5]]} : () -> ()
