@@ -38,7 +38,7 @@ import math
 import numpy as np
 
 from irkit.frontends.common import FrontendError
-from irkit.frontends.onnx_ops import Emitter, Node, OnnxValue, Unsupported, converter
+from irkit.frontends.onnx_ops import Emitter, Node, OnnxValue, Unsupported, apply_rotary, converter
 from irkit.ir.core import Value
 from irkit.ir.types import DType, dim_str
 
@@ -57,32 +57,6 @@ def _heads(cx: Emitter, node: Node, x: Value, heads: int, what: str) -> Value:
         raise FrontendError(f"node '{node.name}' (GroupQueryAttention): {what} width {dim_str(w)} is not a multiple "
                             f"of {heads} heads")
     return cx.op("ik.reshape", x, shape=(b, s, heads, w // heads))
-
-
-def _rotate(cx: Emitter, x: Value, cos: Value, sin: Value, interleaved: bool) -> Value:
-    """Rotary embedding of ``x`` [B, S, H, D] with ``cos``/``sin`` [B, S, 1, R/2] on its first R channels."""
-    b_, s_, h_, dd = x.type.shape
-    hh = cos.type.shape[3]
-    assert isinstance(dd, int) and isinstance(hh, int)  # checked by the caller
-    d_, half = dd, hh
-    rot = 2 * half
-
-    def sl(lo: int, hi: int, step: int = 1) -> Value:
-        return cx.op("ik.slice", x, start=(0, 0, 0, lo), limit=(b_, s_, h_, hi), step=(1, 1, 1, step) if step != 1
-                     else None)
-
-    x1, x2 = (sl(0, rot - 1, 2), sl(1, rot, 2)) if interleaved else (sl(0, half), sl(half, rot))
-    real = cx.op("ik.sub", cx.op("ik.mul", cos, x1), cx.op("ik.mul", sin, x2))
-    imag = cx.op("ik.add", cx.op("ik.mul", sin, x1), cx.op("ik.mul", cos, x2))
-    if interleaved:
-        real = cx.op("ik.reshape", real, shape=(b_, s_, h_, half, 1))
-        imag = cx.op("ik.reshape", imag, shape=(b_, s_, h_, half, 1))
-        r = cx.op("ik.reshape", cx.op("ik.concat", real, imag, axis=4), shape=(b_, s_, h_, rot))
-    else:
-        r = cx.op("ik.concat", real, imag, axis=3)
-    if rot < d_:
-        r = cx.op("ik.concat", r, sl(rot, d_), axis=3)
-    return r
 
 
 @converter("GroupQueryAttention", domain="com.microsoft")
@@ -164,8 +138,8 @@ def _group_query_attention(cx: Emitter, node: Node) -> list[OnnxValue | None]:
         cos = cx.op("ik.reshape", cx.op("ik.gather", vc, pos, axis=0), shape=(bsz, seq, 1, half))
         sin = cx.op("ik.reshape", cx.op("ik.gather", vs, pos, axis=0), shape=(bsz, seq, 1, half))
         inter = bool(int(node.attr("rotary_interleaved", 0)))
-        q4 = _rotate(cx, q4, cos, sin, inter)
-        k4 = _rotate(cx, k4, cos, sin, inter)
+        q4 = apply_rotary(cx, q4, cos, sin, inter)
+        k4 = apply_rotary(cx, k4, cos, sin, inter)
     qh = cx.op("ik.transpose", q4, perm=(0, 2, 1, 3))  # [B, H, S, D]
     kh = cx.op("ik.transpose", k4, perm=(0, 2, 1, 3))
     vh = cx.op("ik.transpose", v4, perm=(0, 2, 1, 3))

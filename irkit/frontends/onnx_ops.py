@@ -1579,24 +1579,7 @@ def _rotary(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     vc = cx.op("ik.reshape", vc, shape=(cs[0], cs[1], 1, half))
     vs = cx.op("ik.reshape", vs, shape=(cs[0], cs[1], 1, half))
 
-    def sl(val: Value, lo: int, hi: int, step: int = 1) -> Value:
-        return cx.op("ik.slice", val, start=(0, 0, 0, lo), limit=(b_, s_, h_, hi),
-                     step=(1, 1, 1, step) if step != 1 else None)
-
-    if interleaved:
-        x1, x2 = sl(v, 0, rot - 1, 2), sl(v, 1, rot, 2)
-    else:
-        x1, x2 = sl(v, 0, half), sl(v, half, rot)
-    real = cx.op("ik.sub", cx.op("ik.mul", vc, x1), cx.op("ik.mul", vs, x2))
-    imag = cx.op("ik.add", cx.op("ik.mul", vs, x1), cx.op("ik.mul", vc, x2))
-    if interleaved:
-        real = cx.op("ik.reshape", real, shape=(b_, s_, h_, half, 1))
-        imag = cx.op("ik.reshape", imag, shape=(b_, s_, h_, half, 1))
-        r = cx.op("ik.reshape", cx.op("ik.concat", real, imag, axis=4), shape=(b_, s_, h_, rot))
-    else:
-        r = cx.op("ik.concat", real, imag, axis=3)
-    if rot < d_:
-        r = cx.op("ik.concat", r, sl(v, rot, d_), axis=3)
+    r = apply_rotary(cx, v, vc, vs, interleaved)
     if x.rank == 4:
         r = cx.op("ik.transpose", r, perm=(0, 2, 1, 3))
     else:
@@ -1604,8 +1587,36 @@ def _rotary(cx: Emitter, node: Node) -> list[OnnxValue | None]:
     return [OnnxValue.of(r)]
 
 
+def apply_rotary(cx: Emitter, x: Value, cos: Value, sin: Value, interleaved: bool) -> Value:
+    """Rotary embedding of ``x`` [B, S, H, D] with ``cos``/``sin`` [B, S, 1, R/2] on its first R channels
+    (ONNX RotaryEmbedding and com.microsoft GroupQueryAttention)."""
+    b_, s_, h_, dd = x.type.shape
+    hh = cos.type.shape[3]
+    assert isinstance(dd, int) and isinstance(hh, int)  # checked by the caller
+    d_, half = dd, hh
+    rot = 2 * half
+
+    def sl(lo: int, hi: int, step: int = 1) -> Value:
+        return cx.op("ik.slice", x, start=(0, 0, 0, lo), limit=(b_, s_, h_, hi), step=(1, 1, 1, step) if step != 1
+                     else None)
+
+    x1, x2 = (sl(0, rot - 1, 2), sl(1, rot, 2)) if interleaved else (sl(0, half), sl(half, rot))
+    real = cx.op("ik.sub", cx.op("ik.mul", cos, x1), cx.op("ik.mul", sin, x2))
+    imag = cx.op("ik.add", cx.op("ik.mul", sin, x1), cx.op("ik.mul", cos, x2))
+    if interleaved:
+        real = cx.op("ik.reshape", real, shape=(b_, s_, h_, half, 1))
+        imag = cx.op("ik.reshape", imag, shape=(b_, s_, h_, half, 1))
+        r = cx.op("ik.reshape", cx.op("ik.concat", real, imag, axis=4), shape=(b_, s_, h_, rot))
+    else:
+        r = cx.op("ik.concat", real, imag, axis=3)
+    if rot < d_:
+        r = cx.op("ik.concat", r, sl(rot, d_), axis=3)
+    return r
+
+
 __all__ = [
     "CONVERTERS",
+    "apply_rotary",
     "FOLD_LIMIT",
     "ONNX_DTYPES",
     "Emitter",
