@@ -32,6 +32,11 @@ def test_every_op_on_ort(i: int) -> None:
         with pytest.raises(TargetUnavailable, match=f"ort: cannot lower '{name}' at .*: ONNX has no"):
             t.lower(m)
         return
+    if name == "ik.bitcast" and np.dtype(attrs["dtype"].np).itemsize != inputs[0].dtype.itemsize:
+        # onnxruntime 1.32 has BitCast kernels for equal widths only: refused with that reason
+        with pytest.raises(TargetUnavailable, match="ort: cannot lower 'ik.bitcast' at .*changes the element width"):
+            t.lower(m)
+        return
     got = t.run(t.lower(m), inputs)
     rep = compare_all(got, run(m, inputs, float64=True), module_tolerance(m))
     assert rep.ok, [c.describe() for c in rep.comparisons]
