@@ -129,15 +129,18 @@ def test_markdown_table_cells(tmp_path: Path, capsys: Any) -> None:
 
 
 def test_peak_memory_resets_per_stage() -> None:
-    import numpy as np
+    import mmap
 
     if not zr.reset_peak():
         pytest.skip("this kernel cannot reset the resident high-water mark")
     base = zr.peak_mb()
-    a = np.ones(40 * 2**20 // 8)  # 40 MB, touched
-    a += 1.0
+    # 40 MB of fresh anonymous pages, each touched (an allocator could hand back pages it
+    # already holds, which would not raise the high-water mark)
+    a = mmap.mmap(-1, 40 * 2**20)
+    for off in range(0, len(a), mmap.PAGESIZE):
+        a[off] = 1
     high = zr.peak_mb()
-    del a
+    a.close()
     assert high is not None and base is not None and high - base > 30
     zr.reset_peak()
     after = zr.peak_mb()
