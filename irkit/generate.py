@@ -116,6 +116,24 @@ def seq_bindings(module: Module, roles: Any, n: int) -> dict[str, int] | None:
     return b if eval_dim(d, b) == n else None
 
 
+def decode_model_of(m: Module, name: str, source: str) -> Any:
+    """A ``DecodeModel`` called ``name`` of a decode function read from ``source`` (named in errors): it
+    must take 1 token per call or a symbolic count (which then serves as prefill too)."""
+    from irkit.zoo.decode import DecodeModel, DecodeRoles
+
+    roles = DecodeRoles.of(m, source)
+    fn = m.entry
+    b = seq_bindings(m, roles, 1)
+    if b is None:
+        raise GenerateError(f"{source}: the function takes {fn.args[roles.ids].type} token ids; it must take 1 token "
+                            "per call or a symbolic count")
+    dynamic = bool(fn.args[roles.ids].type.symbols)
+    caches = [fn.args[i].type.concrete_shape(b) for i in roles.state]
+    return DecodeModel(name, m, m if dynamic else None, batch=int(fn.args[roles.ids].type.concrete_shape(b)[0]),
+                       max_cache_len=max((s[2] for s in caches if len(s) >= 3), default=0),
+                       vocab=int(fn.outputs[roles.logits].type.concrete_shape(b)[-1]))
+
+
 def compile_decoder(model: Any, target: Any, prompt_len: int | None = None) -> CompiledDecoder:
     """Lower the decode function of ``model`` (and its prefill function for ``prompt_len`` tokens, where
     it has one that takes that many) for ``target`` (a name or a Target)."""

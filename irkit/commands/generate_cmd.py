@@ -68,7 +68,7 @@ def parse_prompt(args: argparse.Namespace, vocab: int) -> np.ndarray:
 
 def load_decoder(spec: str, args: argparse.Namespace, prompt_len: int | None) -> Any:
     """A :class:`irkit.zoo.decode.DecodeModel` (or a decode Module) from the MODEL argument."""
-    from irkit.zoo.decode import DecodeModel, DecodeRoles, decode_model
+    from irkit.zoo.decode import decode_model
 
     _positive("--batch", args.batch)
     _positive("--max-cache-len", args.max_cache_len)
@@ -84,20 +84,9 @@ def load_decoder(spec: str, args: argparse.Namespace, prompt_len: int | None) ->
         raise InputError(f"{spec}: ONNX models carry their cache as past/present tensors of growing shape, which "
                          "irkit generate does not run; export a static cache with zoo:NAME or FILE.py:FACTORY")
     from irkit.cli import read_input_module
-    from irkit.generate import GenerateError, seq_bindings
+    from irkit.generate import decode_model_of
 
-    m = read_input_module(spec)
-    roles = DecodeRoles.of(m, spec)
-    fn = m.entry
-    b = seq_bindings(m, roles, 1)
-    if b is None:
-        raise GenerateError(f"{spec}: the function takes {fn.args[roles.ids].type} token ids; it must take 1 token "
-                            "per call or a symbolic count")
-    dynamic = bool(fn.args[roles.ids].type.symbols)  # a symbolic token count serves as prefill too
-    caches = [fn.args[i].type.concrete_shape(b) for i in roles.state]
-    return DecodeModel(p.stem, m, m if dynamic else None, batch=fn.args[roles.ids].type.concrete_shape(b)[0],
-                       max_cache_len=max((s[2] for s in caches if len(s) >= 3), default=0),
-                       vocab=fn.outputs[roles.logits].type.concrete_shape(b)[-1])
+    return decode_model_of(read_input_module(spec), p.stem, spec)
 
 
 def _from_factory(spec: str, args: argparse.Namespace, prompt_len: int | None) -> Any:

@@ -264,6 +264,17 @@ def _ndtri(cx: ConvertContext, a: dict) -> Any:
     return cx.cast(cx.b.mul(cx.b.erfinv(q), cx.tensor(math.sqrt(2.0), DType.f64)), dt)
 
 
+
+def _reduce_loss(cx: ConvertContext, loss: Value, reduction: int) -> Value:
+    """ATen's loss reduction: 0 none, 1 mean, 2 sum."""
+    if reduction == 0:
+        return cx.broadcast(loss, cx.out_shape)
+    axes = tuple(range(loss.type.rank))
+    if reduction == 1:
+        return cx.b.reduce_mean(loss, axes=axes, keepdims=False)
+    return cx.b.reduce_sum(loss, axes=axes, keepdims=False)
+
+
 @converter("hinge_embedding_loss")
 def _hinge_embedding_loss(cx: ConvertContext, a: dict) -> Any:
     """``x`` where target is 1, ``max(0, margin - x)`` where it is -1 (ATen sums both terms:
@@ -276,12 +287,7 @@ def _hinge_embedding_loss(cx: ConvertContext, a: dict) -> Any:
     neg = cx.b.where(cx.b.ne(y, cx.tensor(1.0, dt)), cx.b.max(cx.b.sub(margin, x), zero), zero)
     pos = cx.b.where(cx.b.ne(y, cx.tensor(-1.0, dt)), x, zero)
     loss = cx.b.add(pos, neg)
-    red = int(a.get("reduction", 1))
-    if red == 0:
-        return cx.broadcast(loss, cx.out_shape)
-    axes = tuple(range(loss.type.rank))
-    return cx.b.reduce_mean(loss, axes=axes, keepdims=False) if red == 1 else \
-        cx.b.reduce_sum(loss, axes=axes, keepdims=False)
+    return _reduce_loss(cx, loss, int(a.get("reduction", 1)))
 
 
 _CHEBYSHEV = {f"special_{p}chebyshev_polynomial_{k}": (k, bool(p)) for k in "tuvw" for p in ("", "shifted_")}
@@ -459,12 +465,7 @@ def _margin_ranking_loss(cx: ConvertContext, a: dict) -> Any:
     y = cx.cast(_require(a["target"], "target"), dt)
     z = cx.b.add(cx.b.neg(cx.b.mul(y, cx.b.sub(x1, x2))), cx.tensor(float(a.get("margin", 0.0)), dt))
     loss = cx.b.max(z, cx.tensor(0.0, dt))
-    red = int(a.get("reduction", 1))
-    if red == 0:
-        return cx.broadcast(loss, cx.out_shape)
-    axes = tuple(range(loss.type.rank))
-    return cx.b.reduce_mean(loss, axes=axes, keepdims=False) if red == 1 else \
-        cx.b.reduce_sum(loss, axes=axes, keepdims=False)
+    return _reduce_loss(cx, loss, int(a.get("reduction", 1)))
 
 
 @converter("angle")

@@ -351,26 +351,15 @@ def _generate(m: Any, target: str, params: Mapping[str, Any]) -> dict[str, Any]:
     prompt.  Decode tokens/s is batch / the median step (robust on a busy machine)."""
     import numpy as np
 
-    from irkit.generate import compile_decoder, generate, seq_bindings
+    from irkit.generate import compile_decoder, decode_model_of, generate
     from irkit.targets.registry import get_target
-    from irkit.zoo.decode import DecodeModel, DecodeRoles
 
     tg = get_target(target)
     av = tg.availability()
     if not av.can_run:
         raise Unavailable(f"target '{target}' cannot run here: {av.reason or av.label}")
-    roles = DecodeRoles.of(m, "sweep model")
-    fn = m.entry
-    b = seq_bindings(m, roles, 1)
-    if b is None:
-        raise ValueError(f"the decode function takes {fn.args[roles.ids].type} token ids; it must take 1 token "
-                         "per call or a symbolic count")
-    dynamic = bool(fn.args[roles.ids].type.symbols)  # a symbolic token count serves as prefill too
-    caches = [fn.args[i].type.concrete_shape(b) for i in roles.state]
-    batch = int(fn.args[roles.ids].type.concrete_shape(b)[0])
-    dm = DecodeModel("sweep", m, m if dynamic else None, batch=batch,
-                     max_cache_len=max((s[2] for s in caches if len(s) >= 3), default=0),
-                     vocab=int(fn.outputs[roles.logits].type.concrete_shape(b)[-1]))
+    dm = decode_model_of(m, "sweep", "sweep model")
+    batch = dm.batch
     plen, new = int(params.get("prompt_len", 8)), int(params.get("new_tokens", 16))
     prompt = np.random.default_rng(int(params.get("seed", 0))).integers(0, max(dm.vocab, 2), size=(batch, plen),
                                                                          dtype=np.int64)
