@@ -16,6 +16,10 @@ against the torch logits before it is timed.
 Run (each line well under 3 minutes on 2 cores):
     python benchmarks/decode_bench.py --model gpt2 --size toy --batch 1,8 --targets ort,tvm-llvm,xla-cpu
     python benchmarks/decode_bench.py --model gpt2 --size full --batch 1 --targets ort,xla-cpu --steps 10
+The decode function is run through ``--pipeline`` first (default: the zoo's optimising pipeline,
+which fuses each layer's cache update and attention into ``ik.cache_attention``; ``--pipeline none``
+times the function as imported).
+
 Writes benchmarks/results/decode_<model>_<size>.md (append with --append).
 """
 
@@ -178,19 +182,26 @@ def main() -> int:
     ap.add_argument("--torch-threads", type=int, default=1,
                     help="torch intra-op threads (default 1: on a busy 2-core machine more threads oversubscribe "
                          "and torch eager slows down 10x)")
+    ap.add_argument("--pipeline", default=None,
+                    help="passes run on the decode function before lowering (default: the zoo's optimising "
+                         "pipeline, irkit.zoo.run.DEFAULT_PIPELINE; 'none': as imported)")
     ap.add_argument("--append", action="store_true")
     args = ap.parse_args()
 
     import torch
 
+    from irkit.commands.generate_cmd import apply_pipeline
     from irkit.zoo.decode import decode_model
+    from irkit.zoo.run import DEFAULT_PIPELINE
 
+    pipeline = DEFAULT_PIPELINE if args.pipeline is None else ("" if args.pipeline == "none" else args.pipeline)
     torch.set_num_threads(args.torch_threads)
     rows = []
     for b in [int(x) for x in args.batch.split(",")]:
         t0 = time.perf_counter()
         dm = decode_model(args.model, args.size, batch=b, max_cache_len=args.max_cache_len)
         export_s = time.perf_counter() - t0
+        dm_ir = apply_pipeline(dm, pipeline or None)
         L = dm.max_cache_len
         pos = [int(x) for x in args.pos.split(",")] if args.pos else [p for p in (10, 1000) if p + args.steps + 1 < L]
         if not pos:
@@ -198,7 +209,7 @@ def main() -> int:
         engines = [t.strip() for t in args.targets.split(",") if t.strip()]
         for t in engines:
             try:
-                st, comp = irkit_steps(dm, t, pos, args.steps)
+                st, comp = irkit_steps(dm_ir, t, pos, args.steps)
                 rows.append((t, b, st, comp, ""))
             except Exception as e:  # noqa: BLE001 - a target that cannot run this model is a row with the reason
                 rows.append((t, b, {}, 0.0, str(e).splitlines()[0][:120]))
@@ -224,7 +235,7 @@ def main() -> int:
     head = "| engine | batch | " + " | ".join(f"step ms @pos {p} | tok/s @pos {p}" for p in all_pos) + \
         " | compile s | note |"
     lines = [(f"`{cmd}` (model {args.model} {args.size}, cache {L} positions, median of {args.steps} steps, "
-              f"torch threads {args.torch_threads})"), "",
+              f"torch threads {args.torch_threads}, irkit pipeline {pipeline or 'none'})"), "",
              head, "|" + "---|" * (4 + 2 * len(all_pos))]
     for eng, b, st, comp, note in rows:
         cells = []

@@ -23,7 +23,11 @@ SPEC = ROOT / "examples" / "sweeps" / "smoke.toml"
 MODES = [("--jobs 1", ["--jobs", "1"]), ("--jobs 2", ["--jobs", "2"]), ("--ray (local, 2 CPUs)", ["--ray"])]
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                            formatter_class=argparse.RawDescriptionHelpFormatter).parse_args(argv)
     from irkit.sweep.store import Store
 
     rows = []

@@ -35,7 +35,8 @@ from irkit.ir.ops import BINARY, UNARY
 from irkit.ir.types import DType
 from irkit.passmanager import Pass, PassContext, register_pass
 from irkit.rewrite import Fail, Match, NearMiss, Pattern, Rewriter, splat_constant
-from irkit.rewrite.fusion import expression_ops, run_fusion
+from irkit.rewrite.fusion import run_fusion
+from irkit.rewrite.walk import Cone, escaping_user, producer_cone, user_rings
 
 _UNARY_OPS = frozenset({"ik.neg", "ik.erf", "ik.tanh", "ik.exp", "ik.sigmoid", "ik.sqrt", "ik.rsqrt",
                         "ik.reciprocal"})
@@ -111,10 +112,11 @@ def _enters(p: Op) -> bool:
     return p.name != "ik.constant" and _in_expr(p)
 
 
-def _leaves(root: Op, stop: Value | None) -> tuple[set[int], dict[int, Value], list[Op]]:
-    """Non-constant leaves of the expression at ``root`` when it stops at ``stop``; and its ops."""
-    ops, leaves = expression_ops(root, stop, enter=_enters, skip=_folded_scalar, limit=MAX_EXPR_OPS)
-    return set(leaves), leaves, ops
+def _expression(root: Op, x: Value) -> Cone:
+    """The expression at ``root`` down to ``x``: its ops (``root`` first) and non-constant leaves."""
+    cone = producer_cone(root, stop=x, enter=_enters, skip=_folded_scalar, limit=MAX_EXPR_OPS)
+    assert cone is not None  # only max_ops, refuse or closed make a walk give up
+    return cone
 
 
 _MANTISSA = {DType.f64: 52, DType.f32: 23, DType.f16: 10, DType.bf16: 7}
@@ -205,9 +207,10 @@ class FuseActivationPattern(Pattern):
         rounding: Fail | None = None
         for root in roots:
             for x in xs:
-                ids, _, ops = _leaves(root, x)
-                if ids != {id(x)}:
+                expr = _expression(root, x)
+                if set(expr.leaves) != {id(x)}:  # x alone: the expression is a function of x
                     continue
+                ops = expr.ops
                 f = _evaluate(root, x, POINTS)
                 if f is None:
                     continue
@@ -223,14 +226,11 @@ class FuseActivationPattern(Pattern):
                             f"'{lossy.name}'), narrower than its {root.results[0].type.dtype} result: one fused "
                             "op would drop that rounding", lossy)
                         continue
-                    inside = {id(o) for o in ops}
-                    for o in ops:
-                        if o is root:
-                            continue
-                        for u in o.results[0].users:
-                            if id(u) not in inside:
-                                return Fail(f"the {label} expression's '{o.name}' has a user outside it "
-                                            f"('{u.name}' at {u.loc.short()})", o)
+                    escape = escaping_user(ops, outputs=[root])
+                    if escape is not None:
+                        o, u = escape
+                        return Fail(f"the {label} expression's '{o.name}' has a user outside it "
+                                    f"('{u.name}' at {u.loc.short()})", o)
                     return Match(x=x, root=root, opname=opname, attrs=attrs, ops=ops, label=label)
                 if best is None or err < best[0]:
                     best = (err, at, label, root)
@@ -266,18 +266,10 @@ MAX_ROOT_DISTANCE = 8
 
 
 def _roots_from(sig: Op) -> list[Op]:
-    """Expression ops reachable from ``sig`` through single-use chains of users, furthest first."""
-    dist: dict[int, tuple[int, Op]] = {id(sig): (0, sig)}
-    frontier = [sig]
-    for d in range(1, MAX_ROOT_DISTANCE + 1):
-        nxt = []
-        for o in frontier:
-            for u in o.results[0].users:
-                if id(u) not in dist and _in_expr(u) and u.results and u.results[0].type.dtype.is_float:
-                    dist[id(u)] = (d, u)
-                    nxt.append(u)
-        frontier = nxt
-    return [o for _, o in sorted(dist.values(), key=lambda t: -t[0])]
+    """Expression ops reachable from ``sig`` through chains of users, furthest first."""
+    rings = user_rings(sig, MAX_ROOT_DISTANCE,
+                       lambda u: _in_expr(u) and bool(u.results) and u.results[0].type.dtype.is_float)
+    return [o for _, o in sorted(rings, key=lambda t: -t[0])]
 
 
 def _variables_of(sig: Op) -> list[Value]:

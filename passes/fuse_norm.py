@@ -34,7 +34,11 @@ from irkit.ir.core import Location, Op, Value
 from irkit.ir.types import DType, normalize_axis
 from irkit.passmanager import Pass, PassContext, register_pass
 from irkit.rewrite import Fail, Match, NearMiss, Pattern, Rewriter
-from irkit.rewrite.fusion import expression_ops, only_user, other_operand, run_fusion
+from irkit.rewrite.fusion import run_fusion
+from irkit.rewrite.walk import escaping_user, only_user, other_operand, producer_cone
+
+MAX_NORM_OPS = 64
+"""How many ops the walk from the normalising op up to ``x`` takes at most."""
 
 
 def _mean_axis(op: Op) -> int | None:
@@ -68,6 +72,17 @@ def _per_feature(w: Value, x: Value, axis: int) -> bool:
         return False
     lead = shape[: len(shape) - len(norm)]
     return shape[len(shape) - len(norm):] == norm and all(d == 1 for d in lead) and len(shape) <= x.type.rank
+
+
+def _per_feature_step(cur: Value, opname: str, nm: NormMatch) -> tuple[Op, Value] | None:
+    """The only user of ``cur`` when it is ``opname`` with a per-feature other operand, and that operand."""
+    u = only_user(cur)
+    if u is None or u.name != opname:
+        return None
+    w = other_operand(u, cur)
+    if w is None or not _per_feature(w, nm.x, nm.axis) or u.results[0].type != cur.type:
+        return None
+    return u, w
 
 
 @dataclass
@@ -183,15 +198,13 @@ class FuseNormPattern(Pattern):
         return self._finish(op, nm)
 
     def _finish(self, core: Op, nm: NormMatch) -> Match | Fail:
-        nm.ops = expression_ops(core, nm.x)[0]  # every op computing core from x and constants
-        inner = {id(o) for o in nm.ops}
-        for o in nm.ops:
-            if o is core or o.name == "ik.constant":
-                continue
-            for r in o.results:
-                for user in r.users:
-                    if id(user) not in inner:
-                        return Fail(f"'{o.name}' inside the normalisation has a user outside it ({user.name})", o)
+        walk = producer_cone(core, stop=nm.x, limit=MAX_NORM_OPS)  # every op computing core from x and constants
+        assert walk is not None  # only max_ops, refuse or closed make a walk give up
+        nm.ops = walk.ops
+        escape = escaping_user(nm.ops, outputs=[o for o in nm.ops if o is core or o.name == "ik.constant"])
+        if escape is not None:
+            o, user = escape
+            return Fail(f"'{o.name}' inside the normalisation has a user outside it ({user.name})", o)
         last = core
         cur = core.results[0]
         cast_to = None
@@ -206,20 +219,16 @@ class FuseNormPattern(Pattern):
                 nm.ops += [u, w_user]
                 cur = w_user.results[0]
         if nm.weight is None:
-            u = only_user(cur)
-            if u is not None and u.name == "ik.mul":
-                w = other_operand(u, cur)
-                if w is not None and _per_feature(w, nm.x, nm.axis) and u.results[0].type == cur.type:
-                    nm.weight, last = w, u
-                    nm.ops.append(u)
-                    cur = u.results[0]
+            step = _per_feature_step(cur, "ik.mul", nm)
+            if step is not None:
+                last, nm.weight = step
+                nm.ops.append(last)
+                cur = last.results[0]
         if nm.kind == "layer_norm":
-            u = only_user(cur)
-            if u is not None and u.name == "ik.add":
-                b = other_operand(u, cur)
-                if b is not None and _per_feature(b, nm.x, nm.axis) and u.results[0].type == cur.type:
-                    nm.bias, last = b, u
-                    nm.ops.append(u)
+            step = _per_feature_step(cur, "ik.add", nm)
+            if step is not None:
+                last, nm.bias = step
+                nm.ops.append(last)
         nm.last = last
         nm.cast_to = cast_to
         return Match(nm=nm)

@@ -6,9 +6,15 @@ needs runtime Shape/Gather chains.  Each IR op becomes one ONNX node where ONNX
 has the op (opset 23: ``Attention``, ``RMSNormalization``, ``Gelu``,
 ``LayerNormalization``) or a short decomposition otherwise; the node's name is
 the IR op id, so every ONNX node (and so every ORT kernel) maps back to an IR
-op and its source location.  ``ik.attention`` goes out as opset-23 Attention,
+op and its source location.  ``ik.attention`` goes out (default
+``attention="contrib"``) as onnxruntime's ``com.microsoft.MultiHeadAttention``
+where that fused kernel is exact and faster (see ``_Exporter.attention_contrib``),
+else as opset-23 Attention (``attention="onnx"`` keeps the model standard ONNX),
 or decomposed (``attention="decomposed"``) where ORT's Attention kernel does
-not cover a case (an additive bias together with a boolean mask).
+not cover a case (an additive bias together with a boolean mask).  A Transpose
+of a Transpose and a Reshape of a Reshape are emitted as one (or none where
+they cancel, as the head split/merge around MultiHeadAttention does), and nodes
+left unused are dropped.
 
 The lowering is one rule table, :data:`ORT_RULES` (a :class:`LoweringTable`): a
 rule is ``(exporter, op, input names) -> output names``; the table is the
@@ -60,6 +66,8 @@ from irkit.ir.ops_window import conv_attrs, window_attrs
 from irkit.ir.types import DType, TensorType, eval_dim, is_ml_float_np, normalize_axis
 
 OPSET = 23
+MS_DOMAIN = "com.microsoft"
+"""onnxruntime's contrib operators (``attention="contrib"``: MultiHeadAttention)."""
 
 _UNARY = {"neg": "Neg", "abs": "Abs", "exp": "Exp", "log": "Log", "sqrt": "Sqrt", "reciprocal": "Reciprocal",
           "tanh": "Tanh", "erf": "Erf", "sigmoid": "Sigmoid", "sin": "Sin", "cos": "Cos", "floor": "Floor",
@@ -116,6 +124,14 @@ class _Exporter:
         self.node_ops: dict[str, Op] = {}
         self.region_owner: Op | None = None
         self.opset = OPSET  # raised to BITCAST_OPSET by an ik.bitcast
+        self.layout: dict[str, tuple[str, str, list[int]]] = {}
+        """Name -> ("Transpose" or "Reshape", its input, perm or input shape): lets a Transpose of a
+        Transpose, or a Reshape of a Reshape, read the first one's input (see :meth:`transpose`)."""
+        self.external: list[tuple[int, np.ndarray]] | None = None
+        """Set to a list by :func:`export_onnx_external`: (offset, array) of each initializer of at least
+        ``external_min`` bytes, whose bytes go to the external data buffer instead of the proto."""
+        self.external_min = EXTERNAL_MIN_BYTES
+        self.external_size = 0
 
     def fresh(self, base: str) -> str:
         self.counter += 1
@@ -130,7 +146,17 @@ class _Exporter:
         name = self.fresh(base)
         a = np.asarray(arr)
         if is_ml_float_np(a.dtype):  # bf16, float8: exact in f32 (see the module note)
-            t = numpy_helper.from_array(a.astype(np.float32), name)
+            a = a.astype(np.float32)
+        if self.external is not None and a.nbytes >= self.external_min and a.dtype != object:
+            from onnx import TensorProto, helper
+
+            t = TensorProto(name=name, data_type=helper.np_dtype_to_tensor_dtype(a.dtype), dims=list(a.shape),
+                            data_location=TensorProto.EXTERNAL)
+            off = self.external_size
+            for k, v in (("location", EXTERNAL_DATA), ("offset", str(off)), ("length", str(a.nbytes))):
+                t.external_data.add(key=k, value=v)
+            self.external.append((off, a))  # its bytes: export_onnx_external (no copy into the proto)
+            self.external_size = off + -(-a.nbytes // _ALIGN) * _ALIGN
         else:
             t = numpy_helper.from_array(np.ascontiguousarray(a).reshape(a.shape), name)
         self.inits.append(t)
@@ -170,8 +196,12 @@ class _Exporter:
                 continue
             self.nodes.append(oh.make_node("Identity", [src], [out], name=f"output{i}"))
             outputs.append(oh.make_tensor_value_info(out, _onnx_dtype(v.dtype), self.shape(v.type)))
+        self.prune({o.name for o in outputs})
         g = oh.make_graph(self.nodes, fn.name, inputs, outputs, self.inits)
-        model = oh.make_model(g, opset_imports=[oh.make_opsetid("", self.opset)], producer_name="irkit")
+        opsets = [oh.make_opsetid("", self.opset)]
+        if any(n.domain == MS_DOMAIN for n in self.nodes):  # attention="contrib": MultiHeadAttention
+            opsets.append(oh.make_opsetid(MS_DOMAIN, 1))
+        model = oh.make_model(g, opset_imports=opsets, producer_name="irkit")
         model.ir_version = 10 if self.opset <= OPSET else 13
         return model
 
@@ -228,7 +258,129 @@ class _Exporter:
                                    self.const(np.array(axes, np.int64)), self.const(np.full(n, -1, np.int64))],
                          owner=op)[0]
 
+    def transpose(self, x: str, perm: list[int], op: Op) -> str:
+        """``x`` transposed by ``perm``; a Transpose of a Transpose is one Transpose of the first one's input,
+        or that input itself where the two cancel (the head split/merge around attention)."""
+        prev = self.layout.get(x)
+        if prev is not None and prev[0] == "Transpose":
+            x, perm = prev[1], [prev[2][p] for p in perm]
+        if perm == list(range(len(perm))):
+            return x
+        out = self.node("Transpose", [x], owner=op, perm=perm)[0]
+        self.layout[out] = ("Transpose", x, perm)
+        return out
+
+    def reshape(self, x: str, src: list[int], dst: list[int], op: Op) -> str:
+        """``x`` (of shape ``src``) reshaped to ``dst``; a Reshape of a Reshape reads the first one's input,
+        and a reshape back to that input's shape is the input itself."""
+        prev = self.layout.get(x)
+        if prev is not None and prev[0] == "Reshape":
+            x, src = prev[1], prev[2]
+        if list(src) == list(dst):
+            return x
+        out = self.node("Reshape", [x, self.const(np.array(dst, np.int64), "shape")], owner=op)[0]
+        self.layout[out] = ("Reshape", x, list(src))
+        return out
+
+    def prune(self, keep: set[str]) -> None:
+        """Drop the nodes none of whose outputs reach ``keep`` (the graph outputs) and the initializers no
+        node reads: what :meth:`transpose` and :meth:`reshape` bypassed."""
+        used, kept = set(keep), []
+        for nd in reversed(self.nodes):
+            if any(o in used for o in nd.output if o):
+                kept.append(nd)
+                used.update(nd.input)
+        self.nodes = kept[::-1]
+        self.inits = [t for t in self.inits if t.name in used]
+
+    def attention_contrib(self, op: Op) -> list[str] | None:
+        """``ik.attention`` as onnxruntime's ``com.microsoft.MultiHeadAttention`` (its fused CPU kernel on
+        [B, S, heads x dim] inputs), where that kernel is exact for the op and faster than opset-23
+        Attention: float32; as many key/value heads as query heads; no soft-capping; a boolean mask or an
+        additive bias (not both) broadcast over heads; q, k and v each the head split (reshape to
+        [B, S, H, D], transpose to [B, H, S, D]) of a [B, S, H*D] value, so that no transpose is left on
+        either side. Not causal: the kernel's causal and mask paths cost more than they save (measured
+        with onnxruntime 1.32), and a rotary embedding between the split and attention would need the
+        transposes back. None where it does not apply. A padding mask [B|1, 1, 1, Sk] goes in as
+        ``key_padding_mask`` with ``mask_filter_value=-inf``, any other mask as an additive bias of
+        0/-inf; rows with no live key are zeros (the kernel gives NaN)."""
+        n = named_operands(op)
+        a = op.attrs
+        qv, kv, vv = op.operand(0), op.operand(1), op.operand(2)
+        if float(a.get("softcap", 0.0) or 0.0) or any(x.type.rank != 4 for x in (qv, kv, vv)):
+            return None
+        if any(x.dtype is not DType.f32 for x in (qv, kv, vv, op.results[0])):
+            return None
+        bq, hq, sq, d = self.shape(qv.type)
+        bk, hk, sk, dk = self.shape(kv.type)
+        bv, hv, sv, dv = self.shape(vv.type)
+        if (bk, hk, dk) != (bq, hq, d) or (bv, hv, sv) != (bq, hq, sk) or 0 in (bq, hq, sq, sk, d, dv):
+            return None
+        mask_v, bias_v = n.get("mask"), n.get("bias")
+        if bool(a.get("causal", False)) or (mask_v is not None and bias_v is not None):
+            return None
+        extra_v = mask_v if mask_v is not None else bias_v
+        ms = None
+        if extra_v is not None:
+            if extra_v.type.rank > 4:
+                return None
+            ms = [1] * (4 - extra_v.type.rank) + self.shape(extra_v.type)
+            if ms[0] not in (1, bq) or ms[1] != 1 or ms[2] not in (1, sq) or ms[3] not in (1, sk):
+                return None
+        nd = self.node
+
+        def split_of(x: str, s: int, dd: int) -> str | None:  # the [B, S, H*D] value x is the head split of
+            t = self.layout.get(x)
+            r = self.layout.get(t[1]) if t is not None and t[0] == "Transpose" and t[2] == [0, 2, 1, 3] else None
+            return r[1] if r is not None and r[0] == "Reshape" and r[2] == [bq, s, hq * dd] else None
+
+        qkv = [split_of(self.names[id(qv)], sq, d), split_of(self.names[id(kv)], sk, d),
+               split_of(self.names[id(vv)], sk, dv)]
+        ins = [x for x in qkv if x is not None]
+        if len(ins) < 3:
+            return None
+        attrs: dict[str, Any] = {"num_heads": hq, "scale": float(a["scale"])}
+        live = None
+        if ms is not None and extra_v is not None:
+            x = self.names[id(extra_v)]
+            last = self.const(np.array([-1], np.int64))
+            if mask_v is not None and ms[2] == 1:  # a padding mask: key_padding_mask [B, Sk] (1 = keep)
+                x = self.reshape(x, self.shape(extra_v.type), [ms[0], ms[3]], op)
+                if [ms[0], ms[3]] != [bq, sk]:
+                    x = nd("Expand", [x, self.const(np.array([bq, sk], np.int64), "mask_shape")], owner=op)[0]
+                x = nd("Cast", [x], owner=op, to=_ONNX_DTYPES["i32"])[0]
+                ins += ["", x]
+                attrs["mask_filter_value"] = float("-inf")
+                live = nd("ReduceMax", [x, last], owner=op, keepdims=1)[0]  # [B, 1]: any live key
+                live = nd("Cast", [live], owner=op, to=_ONNX_DTYPES["i1"])[0]
+                live = self.reshape(live, [bq, 1], [bq, 1, 1], op)
+            else:  # an additive attention_bias [B|1, 1, Sq, Sk]
+                if mask_v is not None:
+                    live = nd("ReduceMax", [nd("Cast", [x], owner=op, to=_ONNX_DTYPES["ui8"])[0], last], owner=op,
+                              keepdims=1)[0]
+                    live = nd("Cast", [live], owner=op, to=_ONNX_DTYPES["i1"])[0]
+                    x = nd("Where", [x, self.const(np.zeros((), np.float32), "zero"),
+                                     self.const(np.array(-np.inf, np.float32), "neg_inf")], owner=op)[0]
+                else:
+                    top = nd("ReduceMax", [x, last], owner=op, keepdims=1)[0]
+                    live = nd("Greater", [top, self.const(np.array(-np.inf, np.float32), "neg_inf")], owner=op)[0]
+                live = self.reshape(live, self.shape(extra_v.type)[:-1] + [1], [ms[0], ms[2], 1], op)  # [B, Sq, H*Dv]
+                x = self.reshape(x, self.shape(extra_v.type), ms, op)
+                if ms != [ms[0], 1, sq, sk]:
+                    x = nd("Expand", [x, self.const(np.array([ms[0], 1, sq, sk], np.int64), "mask_shape")],
+                           owner=op)[0]
+                ins += ["", "", x]
+        out = nd("MultiHeadAttention", ins, owner=op, domain=MS_DOMAIN, **attrs)[0]
+        if live is not None:
+            out = nd("Where", [live, out, self.const(np.zeros((), np.float32), "zero")], owner=op)[0]
+        out = self.reshape(out, [bq, sq, hq * dv], [bq, sq, hq, dv], op)
+        return [self.transpose(out, [0, 2, 1, 3], op)]  # cancels against the head merge that follows
+
     def attention_op(self, op: Op, ins: list[str]) -> list[str]:
+        if self.attention == "contrib":
+            got = self.attention_contrib(op)
+            if got is not None:
+                return got
         n = named_operands(op)
         a = op.attrs
         scale, causal = float(a["scale"]), bool(a.get("causal", False))
@@ -237,7 +389,7 @@ class _Exporter:
         bias = self.names[id(n["bias"])] if n.get("bias") is not None else None
         # Soft-capping runs decomposed: opset-23 Attention caps after adding its mask (a -inf key would
         # come back as -softcap), ik.attention caps the scaled scores before the bias and mask.
-        if self.attention == "onnx" and not (mask is not None and bias is not None) and not softcap:
+        if self.attention in ("onnx", "contrib") and not (mask is not None and bias is not None) and not softcap:
             extra = []
             small = None
             if mask or bias:
@@ -538,13 +690,15 @@ def _contract(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
 
 @ORT_RULES.rule("ik.reshape", "ik.broadcast")
 def _reshape(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
+    if op.name == "ik.reshape":
+        return [ex.reshape(ins[0], ex.shape(op.operand(0).type), ex.shape(op.results[0].type), op)]
     shape = ex.const(np.array(ex.shape(op.results[0].type), np.int64), "shape")
     return ex.node("Reshape" if op.name == "ik.reshape" else "Expand", [ins[0], shape], owner=op)
 
 
 @ORT_RULES.rule("ik.transpose")
 def _transpose(ex: _Exporter, op: Op, ins: list[str]) -> list[str]:
-    return ex.node("Transpose", ins, owner=op, perm=list(op.attrs["perm"]))
+    return [ex.transpose(ins[0], [int(p) for p in op.attrs["perm"]], op)]
 
 
 @ORT_RULES.rule("ik.slice")
@@ -1255,6 +1409,91 @@ def export_onnx(module: Module, bindings: Mapping[str, int] | None = None,
     return model, ex.node_ops
 
 
+EXTERNAL_MIN_BYTES = 1 << 20
+"""Initializers of at least this many bytes (1 MiB: the weight matrices of a real model) travel as
+external data (:func:`export_onnx_external`); smaller ones (biases, norms, shapes, masks) stay in the
+proto, where ONNX shape inference reads them.  A module with no such tensor gives a self-contained
+``model.onnx``."""
+EXTERNAL_DATA = "model.onnx.data"
+"""The external data file's name beside ``model.onnx`` (the artifact's file of that name)."""
+_ALIGN = 64
+
+
+def export_onnx_external(module: Module, bindings: Mapping[str, int] | None = None, attention: str = "onnx",
+                         min_bytes: int = EXTERNAL_MIN_BYTES) -> tuple[Any, dict[str, Op], bytearray]:
+    """:func:`export_onnx` with every initializer of at least ``min_bytes`` as ONNX external data: the
+    proto holds its name, type, shape and ``location`` / ``offset`` / ``length`` in
+    :data:`EXTERNAL_DATA`, and the third result is that file's bytes (each tensor 64-byte aligned).
+    The weights are copied once, into that buffer; :func:`ort_session` hands views of it to
+    onnxruntime.  The proto stays small (no 2 GB protobuf limit), and ``model.onnx`` plus the buffer
+    written as ``model.onnx.data`` beside it is a standard ONNX model with external data."""
+    fn = module.entry
+    b = default_bindings(fn, bindings)
+    ex = _Exporter(fn, b, op_ids(module), attention)
+    ex.external = []
+    ex.external_min = min_bytes
+    model = ex.export()
+    buf = bytearray(ex.external_size)
+    for off, a in ex.external:
+        if a.nbytes:
+            np.frombuffer(buf, np.uint8, a.nbytes, off)[:] = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+    ex.external.clear()
+    return model, ex.node_ops, buf
+
+
+def check_model(model: Any) -> None:
+    """``onnx.checker.check_model(full_check=True)`` of ``model``, whose external-data initializers are
+    checked as graph inputs of the same type and shape (the checker would look for the data file)."""
+    import onnx
+
+    ext = [t for t in model.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL]
+    if ext:
+        m = onnx.ModelProto()
+        m.CopyFrom(model)  # small: the external tensors hold no bytes
+        keep = [t for t in m.graph.initializer if t.data_location != onnx.TensorProto.EXTERNAL]
+        del m.graph.initializer[:]
+        m.graph.initializer.extend(keep)
+        m.graph.input.extend(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in ext)
+        model = m
+    onnx.checker.check_model(model, full_check=True)
+
+
+def external_values(model: Any, data: bytes | bytearray | memoryview | None) -> list[tuple[str, np.ndarray]]:
+    """(name, array view into ``data``) for each external-data initializer of ``model`` (a ModelProto)."""
+    from onnx import helper
+
+    out = []
+    for t in model.graph.initializer:
+        if t.data_location != 1:  # TensorProto.EXTERNAL
+            continue
+        kv = {e.key: e.value for e in t.external_data}
+        if data is None:
+            raise TargetUnavailable(f"ort: initializer '{t.name}' is external data ({kv.get('location')}) and the "
+                                    "artifact has no such file; lower the module again")
+        dt = np.dtype(helper.tensor_dtype_to_np_dtype(t.data_type))
+        count = int(np.prod(list(t.dims), dtype=np.int64))
+        arr = np.frombuffer(data, dt, count, int(kv.get("offset", 0))).reshape(tuple(t.dims))
+        out.append((t.name, arr))
+    return out
+
+
+def ort_session(model_bytes: bytes, data: bytes | bytearray | memoryview | None, so: Any) -> Any:
+    """An onnxruntime CPU ``InferenceSession`` of ``model_bytes`` whose external-data initializers are
+    views of ``data`` (``SessionOptions.add_external_initializers``: onnxruntime reads the buffer in
+    place, no copy of the weights); the session keeps the buffer and the values alive."""
+    import onnx
+    import onnxruntime as ort
+
+    model = onnx.load_from_string(model_bytes)
+    ext = external_values(model, data)
+    values = [ort.OrtValue.ortvalue_from_numpy(a) for _, a in ext]
+    if ext:
+        so.add_external_initializers([n for n, _ in ext], values)
+    sess = ort.InferenceSession(model_bytes, so, providers=["CPUExecutionProvider"])
+    sess._irkit_external = (data, values)  # the buffers onnxruntime reads must outlive the session
+    return sess
+
+
 class _OrtEngine:
     """The engine-call protocol of :mod:`irkit.breakdown`: a feed dict made once, then the bare
     ``InferenceSession.run``."""
@@ -1277,7 +1516,7 @@ class OrtTarget(Target):
     spec = "host-cpu"
     lowering_table = ORT_RULES
 
-    def __init__(self, attention: str = "onnx", threads: int = 0):
+    def __init__(self, attention: str = "contrib", threads: int = 0):
         self.attention = attention
         self.threads = threads
 
@@ -1304,18 +1543,20 @@ class OrtTarget(Target):
         t0 = time.perf_counter()
         fn = module.entry
         b = default_bindings(fn, bindings)
-        model, node_ops = export_onnx(module, b, self.attention)
-        onnx.checker.check_model(model, full_check=True)
+        # weights as external data: one copy (the buffer), which the session reads in place
+        model, node_ops, weights = export_onnx_external(module, b, self.attention)
+        check_model(model)
         data = model.SerializeToString()
         so = ort.SessionOptions()
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         if self.threads:
             so.intra_op_num_threads = self.threads
         try:
-            sess = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+            sess = ort_session(data, weights, so)
         except Exception as e:  # ORT reports unsupported node configurations here
-            if self.attention == "onnx":
-                return OrtTarget("decomposed", self.threads).lower(module, bindings)
+            if self.attention in ("contrib", "onnx"):
+                nxt = "onnx" if self.attention == "contrib" else "decomposed"
+                return OrtTarget(nxt, self.threads).lower(module, bindings)
             raise TargetUnavailable(f"ort: onnxruntime rejected the exported model: {e}") from None
         dt = time.perf_counter() - t0
         ids = op_ids(module)
@@ -1346,7 +1587,7 @@ class OrtTarget(Target):
             po.graph_optimization_level = so.graph_optimization_level
             if self.threads:
                 po.intra_op_num_threads = self.threads
-            ps = ort.InferenceSession(data, po, providers=["CPUExecutionProvider"])
+            ps = ort_session(data, weights, po)
             feeds = {n: _to_feed(x) for n, x in zip(in_names, xs)}
             for _ in range(runs + 1):
                 ps.run(None, feeds)
@@ -1365,7 +1606,10 @@ class OrtTarget(Target):
                 out.append((n, float(np.median(d[per_run:] or d)) * per_run))
             return out
 
-        art = Artifact(self.name, {"model.onnx": data}, kernels, dt, b,
+        files: dict[str, str | bytes] = {"model.onnx": data}
+        if weights:
+            files[EXTERNAL_DATA] = weights  # type: ignore[assignment]  # a bytearray: written as is
+        art = Artifact(self.name, files, kernels, dt, b,
                         [a.type.concrete_shape(b) for a in fn.args],
                         {"opset": OPSET, "attention": self.attention, "onnxruntime": ort.__version__},
                         runner, profiler)
@@ -1375,7 +1619,8 @@ class OrtTarget(Target):
         return art
 
 
-__all__ = ["NO_ONNX_OP", "OPSET", "ORT_RULES", "OrtTarget", "export_onnx"]
+__all__ = ["EXTERNAL_DATA", "NO_ONNX_OP", "OPSET", "ORT_RULES", "OrtTarget", "export_onnx", "export_onnx_external",
+           "external_values", "ort_session"]
 
 
 # ---------------------------------------------------------------------------------------------------------------

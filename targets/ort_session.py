@@ -147,18 +147,26 @@ def _ort_session(artifact: Artifact, threads: int, aliases: Mapping[int, int] | 
         model = onnx.load_from_string(data)
         done = inplace_updates(model, aliases)
         if done:
-            return _new_session(model.SerializeToString(), threads), done
+            return _new_session(model.SerializeToString(), threads, _weights(artifact)), done
     return _artifact_session(artifact, threads), set()
 
 
-def _new_session(data: bytes, threads: int) -> Any:
+def _weights(artifact: Artifact) -> Any:
+    """The artifact's external data (the weights, ``model.onnx.data``), or None."""
+    from irkit.targets.ort import EXTERNAL_DATA
+
+    return artifact.files.get(EXTERNAL_DATA)
+
+
+def _new_session(data: bytes, threads: int, weights: Any = None) -> Any:
     import onnxruntime as ort
+    from irkit.targets.ort import ort_session
 
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     if threads:
         so.intra_op_num_threads = threads
-    return ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+    return ort_session(data, weights, so)  # external-data weights read in place from the artifact's buffer
 
 
 def _artifact_session(artifact: Artifact, threads: int) -> Any:
@@ -173,7 +181,7 @@ def _artifact_session(artifact: Artifact, threads: int) -> Any:
     data = artifact.files.get("model.onnx")
     if not isinstance(data, bytes):
         raise TargetUnavailable("ort session: the artifact has no model.onnx; lower the module with the ort target")
-    return _new_session(data, threads)
+    return _new_session(data, threads, _weights(artifact))
 
 
 def _host(x: np.ndarray) -> np.ndarray:

@@ -182,6 +182,7 @@ class _Lowerer:
 
     def try_matmul(self, op: Op, bias: Value | None = None, act: str | None = None, ops: list[Op] | None = None,
                    out: Op | None = None) -> bool:
+        from irkit.targets.tvm_kernels import gemv as mm_gemv
         from irkit.targets.tvm_kernels import matmul as mm
 
         x, w = op.operands
@@ -191,6 +192,8 @@ class _Lowerer:
         # A constant weight is packed into the kernel's panel layout here, once, instead of
         # by the kernel on every call (for the LM head that is a 2 MB copy per token batch).
         wconst = _const_array(w) if self.target.kind.name == "llvm" and len(self.shape(w)) == 2 else None
+        if wconst is not None and mm_gemv.try_lower(self, op, wconst, bias, act, ops, out):  # M <= 8: tvm_kernels/gemv.py
+            return True
         xs_, ws_ = self.shape(x), self.shape(w)
         try:
             flops = 2 * math.prod(np.broadcast_shapes(tuple(xs_[:-2]), tuple(ws_[:-2]))) * xs_[-2] * xs_[-1] * ws_[-1]
@@ -1202,8 +1205,156 @@ def _schedule_topi_cpu(func: Any, lanes: int) -> Any:
         return func
 
 
-def _cpu_pipeline(target: Any) -> Any:
-    """TVM's default CPU Relax pipeline plus a CPU schedule for the Relax-fused TOPI functions."""
+WEIGHT_PARAM_MIN_BYTES = 1 << 20
+"""Constants of at least this many bytes (weights) become parameters of ``main`` (:func:`_lift_weights`)."""
+
+
+def _lift_weights(mod: Any, min_bytes: int = WEIGHT_PARAM_MIN_BYTES) -> tuple[Any, list[Any]]:
+    """``mod`` with each large constant of ``main`` turned into a trailing parameter, and the TVM
+    tensors to pass for them (the constants' own tensors: no copy).
+
+    Weights baked in as constants are copied into the executable's constant pool when it is linked
+    and again into the VM's device memory when it starts (for GPT-2 124M, half a gigabyte each
+    time); as parameters they are bound once by the runner.  A constant is lifted only where every
+    call that reads it also reads a runtime value, so that FoldConstant still evaluates what depends
+    on constants alone (and dead constants go first).
+    """
+    import tvm
+    from tvm import relax
+
+    mod = relax.transform.DeadCodeElimination(["main"])(mod)
+    gv = mod.get_global_var("main")
+    fn = mod[gv]
+    body = fn.body
+    if len(body.blocks) != 1:
+        return mod, []
+    block = body.blocks[0]
+
+    def var_refs(e: Any) -> list[Any]:
+        if isinstance(e, relax.Var):
+            return [e]
+        if isinstance(e, relax.Tuple):
+            return [v for f in e.fields for v in var_refs(f)]
+        if isinstance(e, relax.Call):
+            return [v for a in e.args for v in var_refs(a)]
+        if isinstance(e, relax.TupleGetItem):
+            return var_refs(e.tuple_value)
+        return []
+
+    dynamic = {p.name for p in fn.params}
+    if dynamic & {bnd.var.name for bnd in block.bindings}:
+        return mod, []  # names are how the bindings are told apart here
+    candidates: dict[str, Any] = {}
+    refused: set[str] = set()
+    for bnd in block.bindings:
+        name = bnd.var.name
+        if not isinstance(bnd, relax.VarBinding):
+            dynamic.add(name)
+            continue
+        if isinstance(bnd.value, tvm.ir.expr.Constant):
+            data = bnd.value.value
+            if int(np.prod(data.shape, dtype=np.int64)) * np.dtype(str(data.dtype)).itemsize >= min_bytes:
+                candidates[name] = bnd
+            continue
+        refs = [v.name for v in var_refs(bnd.value)]
+        if any(r in dynamic for r in refs):
+            dynamic.add(name)
+            if not isinstance(bnd.value, relax.Call):
+                refused.update(r for r in refs if r in candidates)
+        else:
+            refused.update(r for r in refs if r in candidates)
+    for r in [v.name for v in var_refs(body.body)]:
+        refused.add(r)
+    lift = [b for n, b in candidates.items() if n not in refused]
+    if not lift:
+        return mod, []
+    new_params = [relax.Var(f"w_{b.var.name}", b.value.ty) for b in lift]
+    by_name = {b.var.name: p for b, p in zip(lift, new_params)}
+    bindings = [relax.VarBinding(b.var, by_name[b.var.name]) if b.var.name in by_name else b
+                for b in block.bindings]
+    new_body = relax.SeqExpr([relax.DataflowBlock(bindings)], body.body)
+    new_fn = relax.Function(list(fn.params) + new_params, new_body, fn.ret_ty, fn.is_pure, fn.attrs)
+    out = mod.clone()
+    out[gv] = new_fn
+    out = relax.transform.CanonicalizeBindings()(relax.transform.Normalize()(out))
+    return out, [b.value.value for b in lift]
+
+
+class _WeightsBound:
+    """A Relax VM whose ``main`` takes the lifted weights (:func:`_lift_weights`) after the caller's
+    arguments: ``vm["main"](*args)`` calls the compiled ``main(*args, *weights)``."""
+
+    def __init__(self, vm: Any, weights: Sequence[Any]):
+        self._vm = vm
+        self._weights = tuple(weights)
+
+    def __getitem__(self, name: str) -> Any:
+        f = self._vm[name]
+        if name != "main":
+            return f
+        weights = self._weights
+
+        def main(*args: Any) -> Any:
+            return f(*args, *weights)
+        return main
+
+    def __getattr__(self, name: str) -> Any:  # set_instrument, ...
+        return getattr(self._vm, name)
+
+
+def _dedup_primfuncs(mod: Any, renamed: dict[str, str] | None = None) -> Any:
+    """``mod`` with structurally identical PrimFuncs merged into one (the first by name), every Relax
+    call of a duplicate pointed at it, and the duplicates dropped.
+
+    Twelve identical transformer layers lower to twelve copies of each kernel that differ only in
+    their names (the kernel library names a PrimFunc after its op); LLVM would compile each copy.
+    ``renamed`` (when given) receives ``duplicate name -> kept name``.
+    """
+    import tvm
+    from tvm import relax
+    from tvm.relax.expr_functor import PyExprMutator, mutator
+    from tvm_ffi import structural_equal, structural_hash
+
+    kept: dict[int, list[tuple[Any, Any]]] = {}
+    remap: dict[str, Any] = {}
+    for gv, f in sorted(mod.functions.items(), key=lambda kv: kv[0].name_hint):
+        if not isinstance(f, tvm.tirx.PrimFunc):
+            continue
+        key = f.without_attr("global_symbol") if f.attrs is not None and "global_symbol" in f.attrs else f
+        bucket = kept.setdefault(structural_hash(key), [])
+        for gv0, key0 in bucket:
+            if structural_equal(key0, key):
+                remap[gv.name_hint] = gv0
+                break
+        else:
+            bucket.append((gv, key))
+    if not remap:
+        return mod
+
+    @mutator
+    class _Redirect(PyExprMutator):  # type: ignore[misc]
+        def visit_global_var_(self, op: Any) -> Any:
+            return remap.get(op.name_hint, op)
+
+    out = mod.clone()
+    for gv, f in mod.functions.items():
+        if isinstance(f, relax.Function):
+            out[gv] = _Redirect(mod).visit_expr(f)
+    entries = [gv.name_hint for gv, f in mod.functions.items()
+               if isinstance(f, relax.Function) and f.attrs is not None and "global_symbol" in f.attrs]
+    out = relax.transform.DeadCodeElimination(entries or ["main"])(out)
+    if renamed is not None:
+        renamed.update({k: v.name_hint for k, v in remap.items()})
+    return out
+
+
+def _cpu_pipeline(target: Any, renamed: dict[str, str] | None = None) -> Any:
+    """TVM's default CPU Relax pipeline plus a CPU schedule for the Relax-fused TOPI functions.
+
+    Around it: dead bindings go first (a constant weight the matmul kernel took pre-packed, and
+    anything computed only from it, would otherwise be evaluated by FoldConstant), and after
+    fusion and scheduling identical PrimFuncs are merged (:func:`_dedup_primfuncs`; ``renamed``
+    receives the merges), so each distinct kernel is compiled by LLVM once."""
     import tvm
     from irkit.targets.tvm_kernels.common import simd_lanes
     from tvm import relax
@@ -1222,14 +1373,23 @@ def _cpu_pipeline(target: Any) -> Any:
         return mod
 
     @tvm.transform.module_pass(opt_level=0)
+    def dedup(mod: Any, _ctx: Any) -> Any:
+        try:
+            return _dedup_primfuncs(mod, renamed)
+        except Exception:  # noqa: BLE001 - merging is a compile-time saving; a failure compiles every copy
+            if renamed is not None:
+                renamed.clear()
+            return mod
+
+    @tvm.transform.module_pass(opt_level=0)
     def pipeline(mod: Any, _ctx: Any) -> Any:
         with target:
             seq = tvm.transform.Sequential(
-                cpu.library_dispatch_passes(target) + cpu.legalize_passes(target) + [schedule_topi]
+                [relax.transform.DeadCodeElimination(["main"])]
+                + cpu.library_dispatch_passes(target) + cpu.legalize_passes(target) + [schedule_topi, dedup]
                 + cpu.dataflow_lower_passes(target) + cpu.finalize_passes(target))
             return seq(mod)
 
-    del relax
     return pipeline
 
 
@@ -1293,13 +1453,18 @@ class TvmTarget(Target):
         target = self.tvm_target()
         low = _Lowerer(module, b, target, ids)
         mod = low.build()
+        weights: list[Any] = []
+        if self.kind == "llvm":  # weights as parameters, bound by the runner (not in the executable)
+            mod, weights = _lift_weights(mod)
         files: dict[str, str | bytes] = {"relax.py": mod.script()}
         info: dict[str, Any] = {}
+        renamed: dict[str, str] = {}  # PrimFuncs merged into an identical one (_dedup_primfuncs)
         try:
             with quiet_native_stderr():  # TVM's code generator warns on fd 2 (unknown pragmas...)
                 ex = tvm.compile(mod, target=target,
-                                 relax_pipeline=_cpu_pipeline(target) if self.kind == "llvm" else "default")
+                                 relax_pipeline=_cpu_pipeline(target, renamed) if self.kind == "llvm" else "default")
         except Exception as e:  # noqa: BLE001 - TVM's FuseTIR rejects some graphs; build unfused
+            renamed.clear()
             info["fusion"] = ("Relax FuseOps/FuseTIR failed here (" + str(e).strip().splitlines()[-1][:200]
                               + "); built without Relax operator fusion")
             try:
@@ -1314,28 +1479,36 @@ class TvmTarget(Target):
         kernels = []
         for name, kernel_ops in low.kernels:
             names, locs = provenance(kernel_ops, ids)
+            fns = [low.function.get(name, name), *low.aux_functions.get(name, [])]
             kernels.append(Kernel(name, "scheduled TensorIR", names, locs, "relax.py",
-                                  extra={"functions": [low.function.get(name, name),
-                                                       *low.aux_functions.get(name, [])]}))
+                                  extra={"functions": list(dict.fromkeys(renamed.get(f, f) for f in fns))}))
         for op in fn.body:
             if op.name in ("func.return", "ik.constant") or any(ids[id(op)] in k.ir_ops for k in kernels):
                 continue
             names, locs = provenance([op], ids)
             inner = [op, *(i for r in op.regions for i in r.walk())]
-            fns = list(dict.fromkeys(low.function[low.kname(o)] for o in inner if low.kname(o) in low.function))
+            fns = list(dict.fromkeys(renamed.get(f, f) for f in (low.function[low.kname(o)] for o in inner
+                                                                   if low.kname(o) in low.function)))
             kernels.append(Kernel(low.kname(op), "TOPI (Relax-fused)", names, locs, "relax.py",
                                   extra={"functions": fns or [low.kname(op)]}))
         info.update({"tvm": tvm.__version__, "target": str(target), "scheduled_kernels": len(low.kernels)})
+        if renamed:
+            info["merged_functions"] = len(renamed)
         if low.inplace_args:
             info["inplace_args"] = sorted(low.inplace_args)
         runner = profiler = None
         if self.kind == "llvm":
             vm = relax.VirtualMachine(ex, tvm.cpu())
+            if weights:
+                info["weight_params"] = len(weights)
+                vm = _WeightsBound(vm, weights)
 
             def profiler(xs: Sequence[np.ndarray], runs: int = 3) -> list[tuple[str, float]]:
                 from irkit.targets.tvm_kernels.common import to_tvm
 
-                return _profile_calls(relax.VirtualMachine(ex, tvm.cpu()), [to_tvm(np.asarray(x)) for x in xs], runs)
+                pvm = relax.VirtualMachine(ex, tvm.cpu())
+                return _profile_calls(_WeightsBound(pvm, weights) if weights else pvm,
+                                      [to_tvm(np.asarray(x)) for x in xs], runs)
 
             # an output that is an argument, or shares its buffer (an in-place update), is copied out
             # of the staging array that the next call overwrites
@@ -1427,17 +1600,20 @@ class _CpuRunner:
 
     def args(self, xs: Sequence[np.ndarray]) -> list[Any]:
         """The VM arguments for ``xs`` (copied into the staging arrays)."""
-        from irkit.targets.tvm_kernels.common import to_tvm
-
         out = []
         for x, arr, t in zip(xs, self.staging, self.tensors):
             if arr is None:
+                from irkit.targets.tvm_kernels.common import to_tvm
+
                 out.append(to_tvm(np.asarray(x)))
-            else:
-                if np.shape(x) != arr.shape:
-                    raise ValueError(f"tvm: input of shape {np.shape(x)} where the artifact takes {arr.shape}")
-                np.copyto(arr, x, casting="unsafe")
-                out.append(t)
+                continue
+            if x.__class__ is not np.ndarray:
+                x = np.asarray(x)
+            if x.shape != arr.shape:
+                raise ValueError(f"tvm: input of shape {x.shape} where the artifact takes {arr.shape}")
+            # same dtype: a plain memcpy (``copyto`` with casting="unsafe" takes the slower cast path)
+            np.copyto(arr, x) if x.dtype is arr.dtype else np.copyto(arr, x, casting="unsafe")
+            out.append(t)
         return out
 
     def prepare(self, xs: Sequence[np.ndarray]) -> list[Any]:
@@ -1454,7 +1630,15 @@ class _CpuRunner:
 
     def __call__(self, xs: Sequence[np.ndarray]) -> list[np.ndarray]:
         with self.lock:  # the staging arrays are shared: one call at a time
-            return self.outputs(self.main(*self.args(xs)))
+            out = self.main(*self.args(xs))
+            if self.copy_out:  # an output in a staging array: copied before the next call writes it
+                return self.outputs(out)
+        if self.multi:
+            return self.outputs(out)
+        try:  # the common case inline: one fresh output, through DLPack without a copy
+            return [np.from_dlpack(out)]
+        except (TypeError, BufferError, RuntimeError, ValueError):
+            return [out.numpy()]
 
 
 def _host_array(t: Any) -> np.ndarray:

@@ -58,6 +58,7 @@ __all__ = [
     "dist_version",
     "gpu_device",
     "platform_status",
+    "prefer_inline_cpu_dispatch",
     "quiet_native_stderr",
     "tpu_device",
 ]
@@ -268,12 +269,34 @@ def _topology_kwargs(canon: str, topology: str) -> dict[str, Any]:
     return kwargs
 
 
+def prefer_inline_cpu_dispatch() -> bool:
+    """Run XLA:CPU executables inline in the calling thread (JAX's
+    ``jax_cpu_enable_async_dispatch=False``) when JAX's backends are not initialised yet and
+    nobody chose otherwise (the ``JAX_CPU_ENABLE_ASYNC_DISPATCH`` environment variable wins).
+
+    With asynchronous dispatch (JAX's default) every call of a compiled executable is handed to
+    a runtime thread and the caller waits for it: about four thread hand-offs per call of a small
+    Transformer, each a trip through the OS scheduler. irkit always waits for the outputs, so
+    the hand-offs buy nothing; on a loaded 2-core machine they made a ViT call 20x slower than
+    the same kernels run inline. Multi-threaded executables (``--xla_cpu_multi_thread_eigen``)
+    are unaffected. The option is read once, when JAX creates its CPU client, so it is set
+    before anything initialises a backend; returns whether dispatch is inline."""
+    import jax
+    from jax._src import xla_bridge
+
+    if "JAX_CPU_ENABLE_ASYNC_DISPATCH" not in os.environ and not xla_bridge.backends_are_initialized():
+        jax.config.update("jax_cpu_enable_async_dispatch", False)
+    return not jax.config.read("jax_cpu_enable_async_dispatch")
+
+
 def cpu_device() -> Any:
-    """JAX's CPU device. The first call initialises every backend JAX finds, libtpu's plugin
-    too, which prints TPU-discovery warnings to file descriptor 2 on a machine without a TPU;
-    they are kept out of irkit's output like the TPU compile's (``IRKIT_VERBOSE=1`` keeps them)."""
+    """JAX's CPU device (dispatching inline, see :func:`prefer_inline_cpu_dispatch`). The first
+    call initialises every backend JAX finds, libtpu's plugin too, which prints TPU-discovery
+    warnings to file descriptor 2 on a machine without a TPU; they are kept out of irkit's
+    output like the TPU compile's (``IRKIT_VERBOSE=1`` keeps them)."""
     import jax
 
+    prefer_inline_cpu_dispatch()
     with quiet_native_stderr():
         return jax.devices("cpu")[0]
 

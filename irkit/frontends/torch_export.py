@@ -47,6 +47,7 @@ from irkit.frontends import (  # noqa: F401 - they register
     torch_ops,
     torch_ops_index,
     torch_ops_special,
+    torch_ops_special2,
     torch_ops_window,
 )
 from irkit.frontends.common import (
@@ -632,7 +633,13 @@ class _Importer:
         """Check the IR result against torch's metadata (shape and dtype)."""
         import torch
 
-        if isinstance(result, Value) and isinstance(val, torch.Tensor):
+        if isinstance(result, Value) and isinstance(val, torch.Tensor) and _data_dependent_size(val):
+            # torch could not know a size its kernel computes from the data (combinations goes
+            # through masked_select); the converter built it statically: check rank and dtype.
+            if result.type.rank != val.dim() or result.dtype != torch_dtype_to_ir(val.dtype):
+                raise Unsupported(f"irkit built {result.type} but torch says rank {val.dim()}, {val.dtype} "
+                                  "(a frontend bug; please report it)")
+        elif isinstance(result, Value) and isinstance(val, torch.Tensor):
             want = self.meta_type(val)
             if result.type != want:
                 raise Unsupported(
@@ -819,16 +826,53 @@ def _check_inplace(node: Any, mutated: Any) -> None:
     if mutated.op in ("placeholder", "get_attr"):
         raise Unsupported(f"in-place update of the program input or weight '{mutated.name}'")
     v = _view_name(mutated)
-    if v is not None:
-        raise Unsupported(f"in-place update of '{mutated.name}', a view ({v}) of another tensor")
     order = {n: i for i, n in enumerate(node.graph.nodes)}
     here = order[node]
+    if v is not None:
+        _check_view_update(node, mutated, v, order, here)
+        return
     for u in mutated.users:
         if u is node or order.get(u, here) > here or _view_name(u) is None:
             continue
         if any(order.get(w, 0) > here for w in u.users):
             raise Unsupported(f"in-place update of '{mutated.name}' while its view '{u.name}' is "
                               "still used")
+
+
+def _check_view_update(node: Any, mutated: Any, v: str, order: dict[Any, int], here: int) -> None:
+    """An in-place update of a view reaches its base and every other view of that storage: it
+    reads as an update of ``mutated`` alone only when none of those is read after it (the base
+    is a temporary, as in ``x[..., :n] *= mask`` on a fresh product)."""
+    root = mutated
+    while _view_name(root) is not None and root.args and hasattr(root.args[0], "op"):
+        root = root.args[0]
+    if root.op in ("placeholder", "get_attr"):
+        raise Unsupported(f"in-place update of '{mutated.name}', a view ({v}) of the program input or weight "
+                          f"'{root.name}'")
+    family: set[Any] = set()
+    stack = [root]
+    while stack:  # the base and the views of it taken before the update
+        n = stack.pop()
+        if n in family:
+            continue
+        family.add(n)
+        stack.extend(u for u in n.users if order.get(u, here) < here and _view_name(u) is not None)
+    for n in family:
+        if n is mutated:
+            continue
+        late = [u for u in n.users if u is not node and order.get(u, 0) > here]
+        if late:
+            raise Unsupported(f"in-place update of '{mutated.name}', a view ({v}) of another tensor that "
+                              f"'{late[0].name}' reads afterwards")
+
+
+def _data_dependent_size(val: Any) -> bool:
+    """True when a tensor's metadata has a size torch left as an unbacked symbol (``u0``)."""
+    for d in val.shape:
+        node = getattr(d, "node", None)
+        if node is not None and any(str(s).startswith("u") for s in getattr(node.expr, "free_symbols", ())):
+            return True
+    return False
 
 
 def _packet_key(target: Any) -> str:

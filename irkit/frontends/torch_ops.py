@@ -43,7 +43,8 @@ Converter = Callable[[ConvertContext, dict], Any]
 def aten_key(name: str) -> str:
     """The table key of an ATen overload or packet name: ``add.Tensor`` -> ``aten.add.Tensor``
     (names of the other namespaces, ``prims.``, ``operator.``..., are kept as they are)."""
-    if "." in name and name.split(".")[0] in ("aten", "prims", "operator", "torch", "higher_order", "transformers"):
+    if "." in name and name.split(".")[0] in ("aten", "prims", "operator", "torch", "higher_order",
+                                              "transformers", "torch_nn"):
         return name
     return f"aten.{name}"
 

@@ -4,9 +4,10 @@ Every fusion pass (``fuse-attention``, ``fuse-norm``, ``fuse-activation``,
 ``fuse-elementwise``) runs its patterns through :func:`run_fusion`, which counts
 the fusions per function, checks each rewrite numerically under
 ``--check-rewrites`` and forwards the :class:`FusionNote` records a pattern
-wrote about what it decided.  The walks below are the ones their matchers
-share: the single user of a value, the other operand of a binary op, and the
-ops of an expression between its root and its variable.
+wrote about what it decided.  The graph walks their matchers use (producer
+cones, the single user of a value, the other operand of a binary op, escape
+checks) live in :mod:`irkit.rewrite.walk`; :func:`expression_ops` is the
+producer-cone walk in the shape the expression matchers want.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from irkit.ir.core import Op, Value
 from irkit.rewrite.driver import apply_patterns
 from irkit.rewrite.pattern import NearMiss, Pattern, RewriteReport
+from irkit.rewrite.walk import only_user, other_operand, producer_chain, producer_cone
 
 if TYPE_CHECKING:
     from irkit.passmanager import PassContext
@@ -61,36 +63,7 @@ def run_fusion(module: Any, ctx: PassContext, patterns: Sequence[Pattern], count
 
 
 # ---------------------------------------------------------------------------
-# Graph walks
-
-
-def only_user(v: Value) -> Op | None:
-    """The op using ``v``, when exactly one use exists (else None)."""
-    return v.users[0] if len(v.uses) == 1 else None
-
-
-def other_operand(op: Op | None, v: Value) -> Value | None:
-    """The operand of the binary ``op`` that is not ``v`` (None unless exactly one is ``v``)."""
-    if op is None or op.num_operands != 2:
-        return None
-    a, b = op.operands
-    if a is v and b is not v:
-        return b
-    if b is v and a is not v:
-        return a
-    return None
-
-
-def producer_chain(v: Value, depth: int = 6) -> list[Op]:
-    """The producers of ``v``, its producer's first operand and so on, up to ``depth`` ops."""
-    out = []
-    while v.producer is not None and depth > 0:
-        out.append(v.producer)
-        if not v.producer.operands:
-            break
-        v = v.producer.operand(0)
-        depth -= 1
-    return out
+# Graph walks (see irkit.rewrite.walk)
 
 
 def expression_ops(root: Op, stop: Value | None = None, *,
@@ -99,32 +72,15 @@ def expression_ops(root: Op, stop: Value | None = None, *,
                    limit: int = 64) -> tuple[list[Op], dict[int, Value]]:
     """The ops of the expression computing ``root`` (``root`` first), and its leaves by id.
 
-    The walk goes from ``root`` up through operands' producers.  A value is a leaf
-    when it is ``stop``, a function argument, produced by an op ``enter`` refuses
-    (default: every op is entered), or met once ``limit`` ops are taken; values
-    ``skip`` accepts (constants folded into the expression) are neither walked
-    nor leaves.
+    This is :func:`irkit.rewrite.walk.producer_cone` from ``root``: the walk
+    goes up through operands' producers.  A value is a leaf when it is ``stop``,
+    a function argument, produced by an op ``enter`` refuses (default: every op
+    is entered), or met once ``limit`` ops are taken; values ``skip`` accepts
+    (constants folded into the expression) are neither walked nor leaves.
     """
-    leaves: dict[int, Value] = {}
-    seen: dict[int, Op] = {}
-    stack = [root]
-    while stack:
-        o = stack.pop()
-        if id(o) in seen:
-            continue
-        seen[id(o)] = o
-        for v in o.operands:
-            if v is stop:
-                leaves[id(v)] = v
-                continue
-            if skip is not None and skip(v):
-                continue
-            p = v.producer
-            if p is not None and (enter is None or enter(p)) and len(seen) < limit:
-                stack.append(p)
-            else:
-                leaves[id(v)] = v
-    return list(seen.values()), leaves
+    cone = producer_cone(root, stop=stop, enter=enter, skip=skip, limit=limit)
+    assert cone is not None  # only max_ops, refuse or closed make a walk give up
+    return cone.ops, cone.leaves
 
 
 __all__ = [

@@ -40,6 +40,7 @@ from irkit.ir.core import Graph, Op, Value
 from irkit.ir.ops import OPS, named_operands
 from irkit.ir.types import DType, eval_dim
 from irkit.rewrite.pattern import Pattern
+from irkit.rewrite.walk import closed_cone, cone_leaves, producer_cone, user_rings
 
 BACKWARD_DEPTH = 24
 FORWARD_DEPTH = 6
@@ -51,9 +52,13 @@ SIZES = (4, 3, 5, 6, 7, 2, 8, 9)
 
 
 # ---------------------------------------------------------------------------
-# Evaluating cones (shared with the fusion passes)
+# Evaluating cones (shared with the fusion passes; the walks are irkit.rewrite.walk's)
 
 _CONE_OPS_SKIP = frozenset({"ik.fused", "ik.attention"})
+
+
+def _plain(op: Op) -> bool:
+    return op.name not in _CONE_OPS_SKIP and not op.regions
 
 
 def cone(v: Value, leaves: Iterable[Value] = (), limit: int = 96) -> list[Op] | None:
@@ -62,59 +67,16 @@ def cone(v: Value, leaves: Iterable[Value] = (), limit: int = 96) -> list[Op] | 
     None when the cone reaches a function argument or another value not listed in
     ``leaves``, holds a region op, or has more than ``limit`` ops.
     """
-    stop = {id(x) for x in leaves}
-    order: list[Op] = []
-    state: dict[int, bool] = {}  # False: on the stack, True: emitted
-    stack: list[tuple[Op, int]] = []
-
-    def enter(x: Value) -> bool:
-        if id(x) in stop:
-            return True
-        p = x.producer
-        if p is None or p.name in _CONE_OPS_SKIP or p.regions:
-            return False
-        if id(p) not in state:
-            state[id(p)] = False
-            stack.append((p, 0))
-        return True
-
-    if not enter(v):
-        return None
-    while stack:
-        op, i = stack[-1]
-        if i < op.num_operands:
-            stack[-1] = (op, i + 1)
-            if not enter(op.operand(i)):
-                return None
-            if len(state) > limit:
-                return None
-            continue
-        stack.pop()
-        state[id(op)] = True
-        order.append(op)
-    return order
+    return closed_cone(v, list(leaves), enter=_plain, max_ops=limit)
 
 
 def leaves_of(v: Value, limit: int = 96, allowed: frozenset[str] | None = None) -> list[Value] | None:
-    """The non-constant values the cone of ``v`` starts from (arguments and ops outside ``allowed``)."""
-    out: dict[int, Value] = {}
-    seen: set[int] = set()
-    stack = [v]
-    count = 0
-    while stack:
-        x = stack.pop()
-        p = x.producer
-        if p is None or (allowed is not None and p.name not in allowed and not _is_source(p)):
-            out[id(x)] = x
-            continue
-        if id(p) in seen:
-            continue
-        seen.add(id(p))
-        count += 1
-        if count > limit or p.regions:
-            return None
-        stack.extend(p.operands)
-    return list(out.values())
+    """The non-constant values the cone of ``v`` starts from (arguments and ops outside ``allowed``).
+
+    None when the cone holds a region op it would enter or more than ``limit`` ops.
+    """
+    enter = None if allowed is None else (lambda p: p.name in allowed or _is_source(p))
+    return cone_leaves(v, enter=enter, refuse=lambda p: bool(p.regions), max_ops=limit)
 
 
 def _is_source(op: Op) -> bool:
@@ -138,7 +100,7 @@ def evaluate(v: Value, bindings: Mapping[str, int], given: Mapping[int, np.ndarr
     from irkit.interp import Interpreter
 
     given = dict(given or {})
-    ops = cone(v, [x for x in _values_by_id(v, given)], limit)
+    ops = closed_cone(v, (lambda x: id(x) in given) if given else None, enter=_plain, max_ops=limit)
     if ops is None:
         return None
     env: dict[int, np.ndarray] = dict(given)
@@ -152,26 +114,6 @@ def evaluate(v: Value, bindings: Mapping[str, int], given: Mapping[int, np.ndarr
     except Exception:  # noqa: BLE001 - e.g. an out-of-range slice at a sample size: not evaluable there
         return None
     return env.get(id(v))
-
-
-def _values_by_id(v: Value, given: Mapping[int, np.ndarray]) -> list[Value]:
-    # cone() wants Value objects for its stop set; find them by walking the cone once.
-    if not given:
-        return []
-    out: list[Value] = []
-    seen: set[int] = set()
-    stack = [v]
-    while stack:
-        x = stack.pop()
-        if id(x) in given:
-            out.append(x)
-            continue
-        p = x.producer
-        if p is None or id(p) in seen:
-            continue
-        seen.add(id(p))
-        stack.extend(p.operands)
-    return out
 
 
 @dataclass
@@ -206,18 +148,8 @@ class _Snapshot:
         self.recs = sorted(recs.values(), key=lambda r: r.pos)
 
     def _forward(self, root: Op) -> list[Op]:
-        out = [root]
-        frontier = [root]
-        for _ in range(FORWARD_DEPTH):
-            nxt = []
-            for o in frontier:
-                for r in o.results:
-                    for u in r.users:
-                        if u.parent is self.graph and u not in out and u.name != "func.return":
-                            out.append(u)
-                            nxt.append(u)
-            frontier = nxt
-        return out
+        rings = user_rings(root, FORWARD_DEPTH, lambda u: u.parent is self.graph and u.name != "func.return")
+        return [o for _, o in rings]
 
     # -- after the rewrite ----------------------------------------------------
     def dead(self) -> dict[int, _Rec]:
@@ -349,20 +281,12 @@ class RewriteChecker:
             self.count("rewrites-not-checkable", 1)
 
     def _after_ops(self, snap: _Snapshot, news: list[Value], inputs: dict[int, Value]) -> list[tuple[Op, tuple]]:
-        found: dict[int, Op] = {}
-        stack = list(news)
-        while stack:
-            v = stack.pop()
-            p = v.producer
-            if p is None or id(p) in snap.before_ids:
-                inputs.setdefault(id(v), v)
-                continue
-            if id(p) in found:
-                continue
-            found[id(p)] = p
-            stack.extend(p.operands)
+        walk = producer_cone(news, enter=lambda p: id(p) not in snap.before_ids)
+        assert walk is not None  # unbounded: the walk always ends
+        for v in walk.leaf_values:
+            inputs.setdefault(id(v), v)
         order = snap.graph.order()
-        ops = sorted(found.values(), key=lambda o: order.get(id(o), 0))
+        ops = sorted(walk.ops, key=lambda o: order.get(id(o), 0))
         return [(o, o.operands) for o in ops]
 
     def _context(self, snap: _Snapshot, inputs: dict[int, Value],

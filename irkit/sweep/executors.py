@@ -113,6 +113,15 @@ def _worker_main(conn: Any) -> None:
     import irkit.passmanager
     import irkit.text.io  # noqa: F401
 
+    serve_jobs(conn, work.execute)
+
+
+def serve_jobs(conn: Any, execute: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+    """A pool worker's loop: say ready, then run each payload received and send its outcome, until None.
+
+    Every worker of a :class:`LocalPool` ends its set-up with this loop (the sweep's
+    and the zoo's, each with its own ``execute``).
+    """
     conn.send("ready")
     while True:
         try:
@@ -121,13 +130,13 @@ def _worker_main(conn: Any) -> None:
             return
         if payload is None:
             return
-        conn.send(work.execute(payload))
+        conn.send(execute(payload))
 
 
 class _Worker:
-    def __init__(self, ctx: Any):
+    def __init__(self, ctx: Any, main: Callable[..., None] | None = None, args: tuple = ()):
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker_main, args=(child,), daemon=True)
+        self.proc = ctx.Process(target=main or _worker_main, args=(child, *args), daemon=True)
         self.proc.start()
         child.close()
         self.job: Job | None = None
@@ -147,15 +156,19 @@ class LocalPool(Executor):
 
     name = "local-pool"
 
-    def __init__(self, n: int):
+    def __init__(self, n: int, worker_main: Callable[..., None] | None = None, worker_args: tuple = ()):
+        """``worker_main(conn, *worker_args)`` runs in each worker (picklable: a module-level function;
+        default: the sweep's worker); it ends with :func:`serve_jobs`."""
         if n < 1:
             raise IrkitError(f"--jobs {n}: the number of worker processes must be at least 1")
         self.workers = n
         self.ctx = mp.get_context("spawn")
         self.pool: list[_Worker] = []
+        self.worker_main = worker_main
+        self.worker_args = worker_args
 
     def _start(self) -> _Worker:
-        return _Worker(self.ctx)
+        return _Worker(self.ctx, self.worker_main, self.worker_args)
 
     def run(self, jobs: list[Job], timeout: float, on_result: OnResult) -> None:
         from multiprocessing.connection import wait
