@@ -14,6 +14,11 @@ timed: both thread pools spin for a while after a call (OpenBLAS's workers for a
 on a 2-core machine the side timed right after the other ran on one core. Measured here before
 the pause: TVM 2-thread GEMM at 34 GF/s timed right after NumPy, 233 GF/s alone.
 
+GEMM rows per size: the default tiles (``matmul.default_tiles``); the tiles ``irkit tune`` would pick
+(its cost model's ``--tune-top`` best-ranked tiles, each timed here, the fastest kept); and those
+tiles with B a constant packed once at build time, as a model's weight is (the kernel then skips
+its per-call B packing, which OpenBLAS pays on every call).
+
 Attention: the fused online-softmax kernel against a NumPy reference that materialises the
 score matrix (``q @ kᵀ``, causal mask, max-subtracted softmax, ``@ v``) at a GPT-2-small shape
 (1 × 12 heads × S × 64, causal).
@@ -43,19 +48,12 @@ def _child(args: argparse.Namespace) -> None:
     def settle() -> None:  # let the other side's spinning pool threads go idle
         if args.threads_one > 1:
             time.sleep(args.settle)
-    for n in args.sizes:
-        a = rng.standard_normal((n, n), dtype=np.float32)
-        b = rng.standard_normal((n, n), dtype=np.float32)
-        k = mm.matmul((n, n), (n, n))
-        lib, compile_s = c.compile_kernel(k)
-        (out,) = c.run(k, a, b, lib=lib)
-        err = float(np.abs(out - a @ b).max())
-        flops = 2.0 * n**3
+    def measure(k: Any, a: Any, b_in: Any, lib: Any, flops: float) -> tuple[list[float], list[float], list[float]]:
         number = max(1, int(2e9 // flops))  # ~2 GFLOP per timed batch
         tvm_gf, np_gf, ratio = [], [], []
         for _ in range(args.repeats):
             settle()
-            t = float(np.mean(c.time_kernel(k, a, b, lib=lib, number=number, repeat=1)))
+            t = float(np.mean(c.time_kernel(k, a, b_in, lib=lib, number=number, repeat=1)))
             settle()
             start = time.perf_counter()
             for _ in range(number):
@@ -64,18 +62,59 @@ def _child(args: argparse.Namespace) -> None:
             tvm_gf.append(flops / t / 1e9)
             np_gf.append(flops / t_np / 1e9)
             ratio.append(tvm_gf[-1] / np_gf[-1])
-        rows.append(
-            {
-                "kind": "gemm",
-                "n": n,
-                "tvm": tvm_gf,
-                "numpy": np_gf,
-                "ratio": ratio,
-                "compile_s": compile_s,
-                "max_abs_err": err,
-                "config": str(k.config),
-            }
-        )
+        return tvm_gf, np_gf, ratio
+
+    def tuned_tile(n: int, a: Any, b: Any) -> tuple[int, int, int]:
+        """The tuner's choice: its cost model's top ``--tune-top`` tiles (irkit.sweep.tune), timed here."""
+        from irkit.targets.hwspec import load_spec
+
+        from irkit.sweep.tune import MatmulSite, candidates, model_seconds
+
+        site = MatmulSite(0, (n, n), (n, n), "f32", True)
+        hw = load_spec("host-cpu")
+        cands = candidates(site)
+        ranked = sorted(cands, key=lambda t: model_seconds(site, t, hw))[: args.tune_top]
+        if cands[0] not in ranked:
+            ranked.append(cands[0])
+        best, best_t = ranked[0], float("inf")
+        for tile in ranked:
+            kt = mm.matmul((n, n), (n, n), tile_m=tile[0], tile_n=tile[1], tile_k=tile[2])
+            lib = c.compile_kernel(kt)[0]
+            settle()
+            t = min(c.time_kernel(kt, a, b, lib=lib, number=max(1, int(5e8 // (2.0 * n**3))), repeat=3))
+            if t < best_t:
+                best, best_t = tile, t
+        return best
+
+    for n in args.sizes:
+        a = rng.standard_normal((n, n), dtype=np.float32)
+        b = rng.standard_normal((n, n), dtype=np.float32)
+        flops = 2.0 * n**3
+        variants: list[tuple[str, dict[str, Any], bool]] = [("default tiles", {}, False)]
+        if args.tune_top:
+            tm, tn, tk = tuned_tile(n, a, b)
+            tiles = {"tile_m": tm, "tile_n": tn, "tile_k": tk}
+            variants += [("tuned tiles", tiles, False), ("tuned tiles, B constant (packed at build)", tiles, True)]
+        for label, tiles, packed in variants:
+            k = mm.matmul((n, n), (n, n), b_packed=packed, **tiles)
+            lib, compile_s = c.compile_kernel(k)
+            b_in = mm.pack_b(b, k.config["padded"], k.config["micro"][1]) if packed else b
+            (out,) = c.run(k, a, b_in, lib=lib)
+            err = float(np.abs(out - a @ b).max())
+            tvm_gf, np_gf, ratio = measure(k, a, b_in, lib, flops)
+            rows.append(
+                {
+                    "kind": "gemm",
+                    "variant": label,
+                    "n": n,
+                    "tvm": tvm_gf,
+                    "numpy": np_gf,
+                    "ratio": ratio,
+                    "compile_s": compile_s,
+                    "max_abs_err": err,
+                    "config": {k_: k.config[k_] for k_ in ("tile_m", "tile_n", "tile_k", "micro")},
+                }
+            )
     for s in args.attn_seq:
         shape = (1, 12, s, 64)
         q, kk, v = (rng.standard_normal(shape, dtype=np.float32) for _ in range(3))
@@ -147,6 +186,8 @@ def main() -> None:
         help="GPT-2-small attention sequence lengths ('' to skip)",
     )
     p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--tune-top", type=int, default=4,
+                   help="time the tuner's K best-ranked tiles per size and report the fastest (0: default tiles only)")
     p.add_argument("--settle", type=float, default=0.25,
                    help="seconds each side waits before it is timed, with more than one thread")
     p.add_argument(
@@ -184,6 +225,8 @@ def main() -> None:
             ",".join(map(str, args.attn_seq)),
             "--settle",
             str(args.settle),
+            "--tune-top",
+            str(args.tune_top),
         ]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
         line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
@@ -212,7 +255,9 @@ def main() -> None:
     for res in results:
         for r in res["rows"]:
             if r["kind"] == "gemm":
-                name = f"GEMM f32 {r['n']}³ (GF/s)"
+                cfg = r["config"]
+                name = (f"GEMM f32 {r['n']}³ (GF/s), {r['variant']} {cfg['tile_m']}×{cfg['tile_n']}×{cfg['tile_k']}"
+                        f" micro {cfg['micro'][0]}×{cfg['micro'][1]}")
                 ratio = _median(r["ratio"])
             else:
                 name = f"attention 1×12×{r['n']}×64 causal (ms)"

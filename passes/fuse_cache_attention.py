@@ -28,8 +28,8 @@ Nothing is taken on trust:
   ``iota(S) + p`` broadcast to the rows, or ``dynamic_update_slice`` at
   ``[0, 0, p, 0]``;
 * the mask is the prefix mask of the same position ``p`` (the same value, or
-  the same computation of it), possibly ``and``-ed with an extra mask that the
-  fused op keeps; the attention has no bias, no soft-capping and is not
+  the same computation of it), possibly broadcast to the batch (the export at
+  batch > 1) and ``and``-ed with an extra mask that the fused op keeps; the attention has no bias, no soft-capping and is not
   ``causal``;
 * K and V may be repeated for grouped-query attention (reshape + broadcast +
   reshape); the fused op takes the un-repeated cache.
@@ -234,6 +234,8 @@ def _unrepeat(v: Value) -> tuple[Value, list[Op]]:
 
 def _prefix_mask(mask: Value, pos: Value, s: Any, t_len: Any) -> tuple[bool, Value | None] | str:
     """(matched, extra mask) when ``mask`` keeps key ``j <= pos + i`` (and-ed with an extra mask)."""
+    while (bc := _op(mask, "ik.broadcast")) is not None and bc.operand(0).type.rank == mask.type.rank:
+        mask = bc.operand(0)  # expanded to the batch / heads: the same keep-mask for every row
     a = _op(mask, "ik.and")
     if a is not None:
         for m, extra in ((a.operand(0), a.operand(1)), (a.operand(1), a.operand(0))):

@@ -127,9 +127,9 @@ class _Exporter:
         self.layout: dict[str, tuple[str, str, list[int]]] = {}
         """Name -> ("Transpose" or "Reshape", its input, perm or input shape): lets a Transpose of a
         Transpose, or a Reshape of a Reshape, read the first one's input (see :meth:`transpose`)."""
-        self.external: list[tuple[int, np.ndarray]] | None = None
-        """Set to a list by :func:`export_onnx_external`: (offset, array) of each initializer of at least
-        ``external_min`` bytes, whose bytes go to the external data buffer instead of the proto."""
+        self.external: list[tuple[str, int, np.ndarray]] | None = None
+        """Set to a list by :func:`export_onnx_external`: (name, offset, array) of each initializer of at
+        least ``external_min`` bytes, whose bytes stay out of the proto."""
         self.external_min = EXTERNAL_MIN_BYTES
         self.external_size = 0
 
@@ -155,7 +155,7 @@ class _Exporter:
             off = self.external_size
             for k, v in (("location", EXTERNAL_DATA), ("offset", str(off)), ("length", str(a.nbytes))):
                 t.external_data.add(key=k, value=v)
-            self.external.append((off, a))  # its bytes: export_onnx_external (no copy into the proto)
+            self.external.append((name, off, a))  # its bytes: export_onnx_external (no copy into the proto)
             self.external_size = off + -(-a.nbytes // _ALIGN) * _ALIGN
         else:
             t = numpy_helper.from_array(np.ascontiguousarray(a).reshape(a.shape), name)
@@ -299,9 +299,9 @@ class _Exporter:
         Attention: float32; as many key/value heads as query heads; no soft-capping; a boolean mask or an
         additive bias (not both) broadcast over heads; q, k and v each the head split (reshape to
         [B, S, H, D], transpose to [B, H, S, D]) of a [B, S, H*D] value, so that no transpose is left on
-        either side. Not causal: the kernel's causal and mask paths cost more than they save (measured
-        with onnxruntime 1.32), and a rotary embedding between the split and attention would need the
-        transposes back. None where it does not apply. A padding mask [B|1, 1, 1, Sk] goes in as
+        either side. Not causal: the kernel's causal path is no faster than opset-23 Attention's (measured
+        with onnxruntime 1.32); and a rotary embedding between the split and attention (no head split to
+        cancel) keeps opset-23 Attention, which takes [B, H, S, D] as it is. None where it does not apply. A padding mask [B|1, 1, 1, Sk] goes in as
         ``key_padding_mask`` with ``mask_filter_value=-inf``, any other mask as an additive bias of
         0/-inf; rows with no live key are zeros (the kernel gives NaN)."""
         n = named_operands(op)
@@ -329,7 +329,7 @@ class _Exporter:
                 return None
         nd = self.node
 
-        def split_of(x: str, s: int, dd: int) -> str | None:  # the [B, S, H*D] value x is the head split of
+        def split_of(x: str, s: int, dd: int) -> str | None:  # the [B, S, H*D] value x splits, if any
             t = self.layout.get(x)
             r = self.layout.get(t[1]) if t is not None and t[0] == "Transpose" and t[2] == [0, 2, 1, 3] else None
             return r[1] if r is not None and r[0] == "Reshape" and r[2] == [bq, s, hq * dd] else None
@@ -341,6 +341,7 @@ class _Exporter:
             return None
         attrs: dict[str, Any] = {"num_heads": hq, "scale": float(a["scale"])}
         live = None
+        guard = extra_v is not None and not self.rows_all_live(extra_v, mask_v is not None)
         if ms is not None and extra_v is not None:
             x = self.names[id(extra_v)]
             last = self.const(np.array([-1], np.int64))
@@ -371,10 +372,23 @@ class _Exporter:
                            owner=op)[0]
                 ins += ["", "", x]
         out = nd("MultiHeadAttention", ins, owner=op, domain=MS_DOMAIN, **attrs)[0]
-        if live is not None:
+        if live is not None and guard:  # (the live-row nodes go unused otherwise, and are pruned)
             out = nd("Where", [live, out, self.const(np.zeros((), np.float32), "zero")], owner=op)[0]
         out = self.reshape(out, [bq, sq, hq * dv], [bq, sq, hq, dv], op)
         return [self.transpose(out, [0, 2, 1, 3], op)]  # cancels against the head merge that follows
+
+    @staticmethod
+    def rows_all_live(v: Value, is_mask: bool) -> bool:
+        """Whether ``v``, an attention mask or bias, is a constant that leaves every query row a live key
+        (some True, or some bias above -inf; no NaN): the guard that zeroes dead rows is then not needed."""
+        p = v.producer
+        if p is None or p.name != "ik.constant":
+            return False
+        arr = np.asarray(p.attrs["value"].array)
+        if arr.size == 0 or (not is_mask and np.isnan(arr.astype(np.float64)).any()):
+            return False
+        live = arr.astype(bool).any(-1) if is_mask else (arr.astype(np.float64) > -np.inf).any(-1)
+        return bool(np.all(live))
 
     def attention_op(self, op: Op, ins: list[str]) -> list[str]:
         if self.attention == "contrib":
@@ -405,7 +419,8 @@ class _Exporter:
                 small = mask or bias
                 extra = self.node("Expand", [small, full], owner=op)  # type: ignore[list-item]
             out = self.node("Attention", ins[:3] + extra, owner=op, scale=scale, is_causal=int(causal))
-            if not extra:
+            mv = n.get("mask") if mask is not None else n.get("bias")
+            if not extra or (mv is not None and self.rows_all_live(mv, mask is not None)):
                 return out
             # A row whose keys are all masked (or all biased to -inf) is zeros in the reference
             # (attention_reference); onnxruntime's Attention gives NaN there.  Whether a row has a
@@ -1416,29 +1431,39 @@ proto, where ONNX shape inference reads them.  A module with no such tensor give
 ``model.onnx``."""
 EXTERNAL_DATA = "model.onnx.data"
 """The external data file's name beside ``model.onnx`` (the artifact's file of that name)."""
+EXTERNAL_FILE_MAX_BYTES = 1 << 28
+"""The ort artifact carries ``model.onnx.data`` (a concatenated copy of the weights, for writing the
+artifact out) up to this many bytes (256 MiB); a larger model's artifact does not (it would double the
+weights in memory), and its ``info["external_data"]`` says so."""
 _ALIGN = 64
 
 
 def export_onnx_external(module: Module, bindings: Mapping[str, int] | None = None, attention: str = "onnx",
-                         min_bytes: int = EXTERNAL_MIN_BYTES) -> tuple[Any, dict[str, Op], bytearray]:
+                         min_bytes: int = EXTERNAL_MIN_BYTES
+                         ) -> tuple[Any, dict[str, Op], list[tuple[str, int, np.ndarray]]]:
     """:func:`export_onnx` with every initializer of at least ``min_bytes`` as ONNX external data: the
     proto holds its name, type, shape and ``location`` / ``offset`` / ``length`` in
-    :data:`EXTERNAL_DATA`, and the third result is that file's bytes (each tensor 64-byte aligned).
-    The weights are copied once, into that buffer; :func:`ort_session` hands views of it to
-    onnxruntime.  The proto stays small (no 2 GB protobuf limit), and ``model.onnx`` plus the buffer
-    written as ``model.onnx.data`` beside it is a standard ONNX model with external data."""
+    :data:`EXTERNAL_DATA` (each tensor 64-byte aligned); the third result is ``(name, offset, array)``
+    of each, the arrays being the module's own constants (no copy).  :func:`ort_session` hands them to
+    onnxruntime in place; :func:`external_data_bytes` concatenates them into the file's bytes.  The
+    proto stays small (no 2 GB protobuf limit)."""
     fn = module.entry
     b = default_bindings(fn, bindings)
     ex = _Exporter(fn, b, op_ids(module), attention)
     ex.external = []
     ex.external_min = min_bytes
     model = ex.export()
-    buf = bytearray(ex.external_size)
-    for off, a in ex.external:
+    return model, ex.node_ops, [(n, off, np.ascontiguousarray(a)) for n, off, a in ex.external]
+
+
+def external_data_bytes(external: Sequence[tuple[str, int, np.ndarray]]) -> bytearray:
+    """The ``model.onnx.data`` file of :func:`export_onnx_external`'s tensors (a copy of the weights)."""
+    size = max((off + -(-a.nbytes // _ALIGN) * _ALIGN for _, off, a in external), default=0)
+    buf = bytearray(size)
+    for _, off, a in external:
         if a.nbytes:
-            np.frombuffer(buf, np.uint8, a.nbytes, off)[:] = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
-    ex.external.clear()
-    return model, ex.node_ops, buf
+            np.frombuffer(buf, np.uint8, a.nbytes, off)[:] = a.reshape(-1).view(np.uint8)
+    return buf
 
 
 def check_model(model: Any) -> None:
@@ -1477,20 +1502,18 @@ def external_values(model: Any, data: bytes | bytearray | memoryview | None) -> 
     return out
 
 
-def ort_session(model_bytes: bytes, data: bytes | bytearray | memoryview | None, so: Any) -> Any:
+def ort_session(model_bytes: bytes, external: Sequence[tuple[str, np.ndarray]] | None, so: Any) -> Any:
     """An onnxruntime CPU ``InferenceSession`` of ``model_bytes`` whose external-data initializers are
-    views of ``data`` (``SessionOptions.add_external_initializers``: onnxruntime reads the buffer in
-    place, no copy of the weights); the session keeps the buffer and the values alive."""
-    import onnx
+    the arrays of ``external`` (name, array) (``SessionOptions.add_external_initializers`` on zero-copy
+    ``OrtValue`` views: onnxruntime reads them in place); the session keeps them alive."""
     import onnxruntime as ort
 
-    model = onnx.load_from_string(model_bytes)
-    ext = external_values(model, data)
+    ext = list(external or [])
     values = [ort.OrtValue.ortvalue_from_numpy(a) for _, a in ext]
     if ext:
         so.add_external_initializers([n for n, _ in ext], values)
     sess = ort.InferenceSession(model_bytes, so, providers=["CPUExecutionProvider"])
-    sess._irkit_external = (data, values)  # the buffers onnxruntime reads must outlive the session
+    sess._irkit_external = (ext, values)  # the buffers onnxruntime reads must outlive the session
     return sess
 
 
@@ -1543,8 +1566,9 @@ class OrtTarget(Target):
         t0 = time.perf_counter()
         fn = module.entry
         b = default_bindings(fn, bindings)
-        # weights as external data: one copy (the buffer), which the session reads in place
-        model, node_ops, weights = export_onnx_external(module, b, self.attention)
+        # weights as external data: the module's own arrays, which the session reads in place
+        model, node_ops, ext = export_onnx_external(module, b, self.attention)
+        external = [(n, a) for n, _, a in ext]
         check_model(model)
         data = model.SerializeToString()
         so = ort.SessionOptions()
@@ -1552,7 +1576,7 @@ class OrtTarget(Target):
         if self.threads:
             so.intra_op_num_threads = self.threads
         try:
-            sess = ort_session(data, weights, so)
+            sess = ort_session(data, external, so)
         except Exception as e:  # ORT reports unsupported node configurations here
             if self.attention in ("contrib", "onnx"):
                 nxt = "onnx" if self.attention == "contrib" else "decomposed"
@@ -1587,7 +1611,7 @@ class OrtTarget(Target):
             po.graph_optimization_level = so.graph_optimization_level
             if self.threads:
                 po.intra_op_num_threads = self.threads
-            ps = ort_session(data, weights, po)
+            ps = ort_session(data, external, po)
             feeds = {n: _to_feed(x) for n, x in zip(in_names, xs)}
             for _ in range(runs + 1):
                 ps.run(None, feeds)
@@ -1607,12 +1631,16 @@ class OrtTarget(Target):
             return out
 
         files: dict[str, str | bytes] = {"model.onnx": data}
-        if weights:
-            files[EXTERNAL_DATA] = weights  # type: ignore[assignment]  # a bytearray: written as is
-        art = Artifact(self.name, files, kernels, dt, b,
-                        [a.type.concrete_shape(b) for a in fn.args],
-                        {"opset": OPSET, "attention": self.attention, "onnxruntime": ort.__version__},
-                        runner, profiler)
+        info: dict[str, Any] = {"opset": OPSET, "attention": self.attention, "onnxruntime": ort.__version__}
+        ext_bytes = sum(a.nbytes for _, a in external)
+        if ext and ext_bytes <= EXTERNAL_FILE_MAX_BYTES:
+            files[EXTERNAL_DATA] = external_data_bytes(ext)  # type: ignore[assignment]  # a bytearray
+        elif ext:
+            info["external_data"] = (f"{len(ext)} weights ({ext_bytes / 2**20:.0f} MiB) are external data read in "
+                                     f"place from the module's constants; the artifact does not carry "
+                                     f"{EXTERNAL_DATA} (a second copy of the weights)")
+        art = Artifact(self.name, files, kernels, dt, b, [a.type.concrete_shape(b) for a in fn.args], info,
+                       runner, profiler)
         from irkit.targets.base import module_aliases
 
         art.aliases = module_aliases(module)  # the function's `aliases` attribute, for sessions
@@ -1620,7 +1648,7 @@ class OrtTarget(Target):
 
 
 __all__ = ["EXTERNAL_DATA", "NO_ONNX_OP", "OPSET", "ORT_RULES", "OrtTarget", "export_onnx", "export_onnx_external",
-           "external_values", "ort_session"]
+           "external_data_bytes", "external_values", "ort_session"]
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -152,10 +152,25 @@ def _ort_session(artifact: Artifact, threads: int, aliases: Mapping[int, int] | 
 
 
 def _weights(artifact: Artifact) -> Any:
-    """The artifact's external data (the weights, ``model.onnx.data``), or None."""
-    from irkit.targets.ort import EXTERNAL_DATA
+    """(name, array) of the artifact's external-data weights: those its own session reads (held by its
+    runner), else views of its ``model.onnx.data``; None for a self-contained model."""
+    import onnx
+    from irkit.targets.ort import EXTERNAL_DATA, external_values
 
-    return artifact.files.get(EXTERNAL_DATA)
+    sess = None
+    if artifact.runner is not None:
+        try:
+            sess = inspect.getclosurevars(artifact.runner).nonlocals.get("sess")
+        except TypeError:
+            sess = None
+    held = getattr(sess, "_irkit_external", None)
+    if held is not None:
+        return held[0]
+    data = artifact.files.get(EXTERNAL_DATA)
+    model = artifact.files.get("model.onnx")
+    if data is None or not isinstance(model, bytes):
+        return None
+    return external_values(onnx.load_from_string(model), data)
 
 
 def _new_session(data: bytes, threads: int, weights: Any = None) -> Any:

@@ -506,10 +506,11 @@ def _const_array(v: Value, depth: int = 4) -> np.ndarray | None:
     return x.astype(op.attrs["to"].np)
 
 
-PARALLEL_MIN_FLOPS = 1 << 21
-"""A GEMM below this many FLOPs runs on one thread: at a few GFLOP/s per core it takes well under
-a millisecond's fraction, and waking the thread pool (fork/join, several microseconds) would cost
-more than the second core saves."""
+PARALLEL_MIN_FLOPS = 1 << 23
+"""A GEMM below this many FLOPs (~0.1 ms on one core) runs on one thread.  Waking TVM's pool costs
+tens of microseconds once its workers sleep between tasks (``THREAD_POOL_DEFAULTS`` in
+tvm_kernels/common.py), and on a loaded machine every fork/join waits for the slowest worker; a
+toy model's 4-MFLOP matmuls were slower on 2 threads than on 1."""
 
 
 def _worth_parallel(flops: int) -> bool:

@@ -479,6 +479,12 @@ class XlaExecutable:
         return [outs[j] for j in self.unorder]
 
     @property
+    def engine(self) -> _XlaEngine | None:
+        """The bare executable call on arguments already on the device (``prepare`` then ``call``),
+        for :func:`irkit.breakdown.breakdown`; None where a call consumes donated arguments."""
+        return None if self.donate else _XlaEngine(self)
+
+    @property
     def staged(self) -> _StagedCall | None:
         """The NumPy-in/NumPy-out fast path (see :class:`_StagedCall`), built on first use; None
         where it does not apply (not the CPU, donated arguments, effects, no zero-copy buffers)."""
@@ -500,6 +506,22 @@ class XlaExecutable:
 
 
 _UNBUILT = object()
+
+
+class _XlaEngine:
+    """``XlaExecutable.engine``: JAX's compiled executable on resident JAX arrays, waited for."""
+
+    def __init__(self, exe: XlaExecutable) -> None:
+        self.exe = exe
+
+    def prepare(self, inputs: Sequence[np.ndarray]) -> list[Any]:
+        return [self.exe.put(x, i) for i, x in enumerate(inputs)]
+
+    def call(self, prepared: Sequence[Any]) -> list[Any]:
+        outs = self.exe.call(prepared)
+        for o in outs:
+            o.block_until_ready()
+        return outs
 
 
 def _aligned_empty(shape: tuple[int, ...], dtype: np.dtype, align: int = 64) -> np.ndarray:

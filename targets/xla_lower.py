@@ -1107,6 +1107,15 @@ def _scatter_rows(rows: Any, target: Any, upd: Any, reduction: str) -> Any:
     if reduction == "none":
         k = target.shape[0]
         num = jnp.arange(k, dtype=jnp.int64)
+        if k * max(k.bit_length(), 1) < n:
+            # Few updates into many rows (a KV-cache write: B*H*D updates into B*H*T*D
+            # elements): find each position's last update by a stable sort of the k targets,
+            # not through an n-long table of update numbers, which cost as much as the cache.
+            order = jnp.argsort(target, stable=True)
+            st = target[order]
+            last = jnp.concatenate([st[1:] != st[:-1], jnp.ones((1,), jnp.bool_)])
+            keep = jnp.zeros((k,), jnp.bool_).at[order].set(last)
+            return rows.at[jnp.where(keep, target, n)].set(upd, mode="drop")
         winner = jnp.full((n,), -1, jnp.int64).at[target].max(num, mode="drop")
         keep = winner[jnp.clip(target, 0, max(n - 1, 0))] == num
         return rows.at[jnp.where(keep, target, n)].set(upd, mode="drop")

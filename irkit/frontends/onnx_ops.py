@@ -199,6 +199,21 @@ def _sym_cmp(a: Any, b: Any) -> int:
     return s
 
 
+def _sym_order(a: Any, b: Any) -> int:
+    """1 when ``a >= b`` for every value of the symbols (each >= 1), -1 when ``a <= b``, 0 when equal;
+    enough for Max/Min, where a tie may go either way: ``max(0, 1 - S)`` is 0."""
+    d = dim_sub(_to_dim(a), _to_dim(b))
+    if isinstance(d, int):
+        return (d > 0) - (d < 0)
+    coefs = [c for m, c in d.terms if m]
+    least = sum(c for _, c in d.terms)  # the value with every symbol at 1
+    if all(c >= 0 for c in coefs) and least >= 0:
+        return 1
+    if all(c <= 0 for c in coefs) and least <= 0:
+        return -1
+    raise _NoFold()
+
+
 def _sym_pow(a: Any, b: Any) -> Dim:
     a, b = _to_dim(a), _to_dim(b)
     if isinstance(a, int) and isinstance(b, int) and b >= 0:
@@ -221,8 +236,8 @@ _INT_BINARY: dict[str, Callable[[Any, Any], Any]] = {
     "Mul": lambda a, b: dim_mul(_to_dim(a), _to_dim(b)),
     "Div": _sym_div,
     "Pow": _sym_pow,
-    "Max": lambda a, b: a if _sym_cmp(a, b) >= 0 else b,
-    "Min": lambda a, b: a if _sym_cmp(a, b) <= 0 else b,
+    "Max": lambda a, b: a if _sym_order(a, b) >= 0 else b,
+    "Min": lambda a, b: a if _sym_order(a, b) <= 0 else b,
     "Equal": lambda a, b: _sym_cmp(a, b) == 0,
     "Less": lambda a, b: _sym_cmp(a, b) < 0,
     "LessOrEqual": lambda a, b: _sym_cmp(a, b) <= 0,

@@ -554,7 +554,8 @@ class _Importer:
                 if _is_sym(val) or (isinstance(val, (int, float, bool)) and not _is_tensor_op(target)):
                     # Size arithmetic (sym_size, operator.mul on SymInts, sym_max...): the
                     # metadata already holds the resulting expression.
-                    self.env[node] = self._scalar_from_meta(val)
+                    known = self._static_scalar(key, target, args)
+                    self.env[node] = self._scalar_from_meta(val) if known is None else known
                     return
                 if _is_noop(key):
                     self.env[node] = None
@@ -611,6 +612,22 @@ class _Importer:
         except TypeError:
             pass
         return fn, twin
+
+    @staticmethod
+    def _static_scalar(key: str, target: Any, args: Any) -> Any:
+        """Size arithmetic on sizes a converter built statically where torch's metadata has a
+        data-dependent one (``combinations``): ``aten.sym_size.int`` of such a tensor, and
+        ``operator`` arithmetic or comparisons of plain numbers; None otherwise."""
+        if key == "aten.sym_size.int" and len(args) >= 2 and isinstance(args[0], Value):
+            d = args[0].shape[int(args[1])]
+            return d if isinstance(d, int) else None
+        if key.startswith("operator.") and args and all(
+                isinstance(x, (int, float, bool)) and not isinstance(x, np.generic) for x in args):
+            try:
+                return target(*args)
+            except (ArithmeticError, TypeError, ValueError):
+                return None
+        return None
 
     def _scalar_from_meta(self, val: Any) -> Any:
         import torch

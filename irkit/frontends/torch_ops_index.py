@@ -20,7 +20,7 @@ import numpy as np
 from irkit.frontends.torch_cx import ConvertContext, DataDependent, Unsupported, lazy
 from irkit.frontends.torch_ops import _axis, _norm_index, _opname, _require, _static, converter
 from irkit.ir.core import Value
-from irkit.ir.types import Dim, DType, dim_prod
+from irkit.ir.types import Dim, DType, dim_prod, dim_sub
 
 
 def _i64(cx: ConvertContext, v: Value) -> Value:
@@ -440,13 +440,13 @@ def _diff(cx: ConvertContext, a: dict) -> Any:
                  if isinstance(p, Value) else cx.splat(p, dt, x.shape[:ax] + (1,) + x.shape[ax + 1:]) for p in parts]
         x = cx.b.concat(*parts, axis=ax)
     for _ in range(int(a.get("n", 1))):
-        m = _static(x.shape[ax], "diff size")
-        if m <= 1:
+        d = x.shape[ax]
+        if isinstance(d, int) and d <= 1:
             x = cx.b.slice(x, start=(0,) * x.type.rank, limit=x.shape[:ax] + (0,) + x.shape[ax + 1:])
             continue
         r = x.type.rank
         hi = cx.b.slice(x, start=tuple(1 if i == ax else 0 for i in range(r)), limit=x.shape)
-        lo = cx.b.slice(x, start=(0,) * r, limit=x.shape[:ax] + (m - 1,) + x.shape[ax + 1:])
+        lo = cx.b.slice(x, start=(0,) * r, limit=x.shape[:ax] + (dim_sub(d, 1),) + x.shape[ax + 1:])
         x = cx.b.xor(hi, lo) if x.dtype.is_bool else cx.b.sub(hi, lo)
     return x
 

@@ -1,19 +1,23 @@
 """torch.export converters: Bessel functions of the first and second kind, modified Bessel
-functions of the second kind, the Airy function Ai, and a few in-place tensor ops.
+functions of the second kind, the Airy function Ai, the regularized incomplete gamma
+functions, the matrix exponential, Hermite/Laguerre/Legendre polynomials of a constant
+degree, ``nll_loss`` and torch's chunked ``linear_cross_entropy``, ``combinations``, and the
+in-place ``zero_`` and ``resize_as_``.
 
 Everything decomposes into elementary IR ops evaluated in float64 (so every target runs it
 with no lowering work), with ``ik.where`` range splits as Cephes does:
 
-* ``J0, J1, Y0, Y1``: their power series (Horner in ``-x^2/4``) up to ``|x| = 20``, Hankel's
+* ``J0, J1, Y0, Y1``: their power series (Horner in ``-x^2/4``) up to ``|x| = 15``, Hankel's
   asymptotic expansion (30 terms) beyond;
 * ``K0, K1`` and the scaled ``e^x K``: the trapezoidal rule on
   ``e^x K_nu(x) = int_0^inf exp(-x (cosh t - 1)) cosh(nu t) dt`` (step 0.1, exponentially
   accurate for this even, analytic integrand) up to ``x = 25``, the asymptotic expansion
   beyond, the leading terms of the small-argument series below ``1e-8``;
-* ``Ai``: the Maclaurin series on ``[-10, 1]``, ``sqrt(x/3) K_1/3(2/3 x^1.5) / pi`` above,
-  the oscillating asymptotic expansion below ``-10``.
+* ``Ai``: the Maclaurin series on ``[-8.5, 1]``, ``sqrt(x/3) K_1/3(2/3 x^1.5) / pi`` above,
+  the oscillating asymptotic expansion (32 terms) below ``-8.5``.
 
-Special values follow torch: ``Y`` is ``-inf`` at 0 and NaN below, ``K`` is ``+inf`` at 0, NaN
+The incomplete gamma functions, ``matrix_exp`` and the polynomials are described at their
+converters.  Special values follow torch: ``Y`` is ``-inf`` at 0 and NaN below, ``K`` is ``+inf`` at 0, NaN
 below and 0 at ``+inf``; ``J``, ``Y`` and ``Ai`` are NaN at infinite arguments, as in torch.
 """
 
@@ -25,22 +29,23 @@ from typing import Any
 from irkit.frontends.torch_cx import ConvertContext, Unsupported
 from irkit.frontends.torch_ops import _float_dtype, _opname, _require, converter
 from irkit.ir.core import Value
-from irkit.ir.types import DType
+from irkit.ir.types import DType, dim_prod
 
 F64 = DType.f64
 _EULER = 0.57721566490153286061
 
-_J_SPLIT = 20.0  # series below, Hankel's expansion above
-_J_TERMS = 48
-_HANKEL_TERMS = 30
+_J_SPLIT = 15.0  # series below, Hankel's expansion above
+_J_TERMS = 40
+_J_HANKEL_TERMS = 15  # per P and Q: up to a_29, before the terms grow again (k ~ 2x)
+_HANKEL_TERMS = 30  # K's expansion at x >= 25
 _K_SPLIT = 25.0  # trapezoidal rule below, asymptotic expansion above
 _K_TINY = 1e-8  # leading series terms below
 _K_STEP = 0.1
 _K_NODES = 240  # t up to 23.9: x (cosh t - 1) > 40 for x >= 1e-8
-_AI_LOW = -10.0
+_AI_LOW = -8.5
 _AI_HIGH = 1.0
 _AI_TERMS = 48
-_AI_ASYMPTOTIC = 30
+_AI_ASYMPTOTIC = 16  # per P and Q: up to u_31, below 2 zeta = 33 at x = -8.5
 
 
 def _input(a: dict) -> Value:
@@ -100,10 +105,10 @@ def _bessel_jy_series(cx: ConvertContext, x: Value, nu: int, second: bool) -> Va
 def _bessel_jy_hankel(cx: ConvertContext, x: Value, nu: int, second: bool) -> Value:
     """Hankel's expansion for large ``x > 0``: ``sqrt(2/(pi x)) (P cos chi - Q sin chi)`` for J,
     ``(P sin chi + Q cos chi)`` for Y, ``chi = x - (nu/2 + 1/4) pi``."""
-    a = _hankel_coef(nu, 2 * _HANKEL_TERMS)
+    a = _hankel_coef(nu, 2 * _J_HANKEL_TERMS)
     inv2 = cx.b.reciprocal(cx.b.mul(x, x))
-    p = _horner(cx, [(-1) ** k * a[2 * k] for k in range(_HANKEL_TERMS)], inv2)
-    q = cx.b.div(_horner(cx, [(-1) ** k * a[2 * k + 1] for k in range(_HANKEL_TERMS)], inv2), x)
+    p = _horner(cx, [(-1) ** k * a[2 * k] for k in range(_J_HANKEL_TERMS)], inv2)
+    q = cx.b.div(_horner(cx, [(-1) ** k * a[2 * k + 1] for k in range(_J_HANKEL_TERMS)], inv2), x)
     chi = cx.b.sub(x, _c(cx, (nu / 2.0 + 0.25) * math.pi))
     c, s = cx.b.cos(chi), cx.b.sin(chi)
     if second:
@@ -154,6 +159,7 @@ def bessel_k_scaled(cx: ConvertContext, x: Value, nu: float) -> Value:
             lead = cx.b.neg(cx.b.add(cx.b.log(cx.b.mul(tiny, _c(cx, 0.5))), _c(cx, _EULER)))
         else:
             lead = cx.b.reciprocal(tiny)
+        lead = cx.b.mul(lead, cx.b.exp(tiny))  # scaled like the rest
         out = cx.b.where(cx.b.lt(x, _c(cx, _K_TINY)), lead, out)
     return out
 
@@ -187,7 +193,7 @@ def airy_ai(cx: ConvertContext, x: Value) -> Value:
     zeta = cx.b.mul(cx.b.mul(xp, cx.b.sqrt(xp)), _c(cx, 2.0 / 3.0))
     kz = cx.b.mul(bessel_k_scaled(cx, zeta, 1.0 / 3.0), cx.b.exp(cx.b.neg(zeta)))
     pos = cx.b.mul(cx.b.mul(cx.b.sqrt(cx.b.div(xp, _c(cx, 3.0))), kz), _c(cx, 1.0 / math.pi))
-    # x < -10: Ai(-z) = z^-1/4 / sqrt(pi) (cos(zeta - pi/4) P + sin(zeta - pi/4) Q),
+    # x < -8.5: Ai(-z) = z^-1/4 / sqrt(pi) (cos(zeta - pi/4) P + sin(zeta - pi/4) Q),
     # P = sum (-1)^k u_2k zeta^-2k, Q = sum (-1)^k u_2k+1 zeta^-2k-1
     u = [1.0]
     for k in range(1, 2 * _AI_ASYMPTOTIC):
@@ -261,8 +267,6 @@ def _resize_as(cx: ConvertContext, a: dict) -> Any:
     out = cx.out_type()
     if tuple(x.shape) == tuple(out.shape):
         return x
-    from irkit.ir.types import dim_prod
-
     if dim_prod(x.shape) != dim_prod(out.shape):
         raise Unsupported(f"resize_as_ from {tuple(x.shape)} to {tuple(out.shape)} changes the element "
                           "count (new elements are uninitialized memory)")
@@ -455,41 +459,35 @@ def igamma_pq(cx: ConvertContext, a: Value, x: Value) -> tuple[Value, Value]:
     above about 800 with ``x`` close to ``a``) the result is NaN rather than a wrong number."""
     zero, one = _c(cx, 0.0), _c(cx, 1.0)
     nan = _c(cx, math.nan)
-    ok = cx.b.and_(cx.b.gt(a, zero), cx.b.gt(x, zero)) if hasattr(cx.b, "and_") else None
     pos_a = cx.b.max(cx.b.min(a, _c(cx, 1e300)), _c(cx, 1e-300))  # finite, positive for the kernels
     pos_x = cx.b.max(cx.b.min(x, _c(cx, 1e300)), _c(cx, 1e-300))
     lx = cx.b.log(pos_x)
     rank = len(cx.out_shape)
     n = cx.b.iota(shape=(1,) * rank + (_IGAMMA_TERMS,), axis=rank, dtype=F64)
-    aa = cx.reshape(pos_a, tuple(pos_a.shape) + (1,))
-    an = cx.b.add(aa, n)
-    logt = cx.b.sub(cx.b.sub(cx.b.mul(an, cx.reshape(lx, tuple(lx.shape) + (1,))), cx.reshape(pos_x, tuple(pos_x.shape) + (1,))),
-                    cx.b.lgamma(cx.b.add(an, one)))
-    terms = cx.b.exp(logt)
+
+    def col(v: Value) -> Value:
+        return cx.reshape(v, tuple(v.shape) + (1,))
+
+    an = cx.b.add(col(pos_a), n)
+    terms = cx.b.exp(cx.b.sub(cx.b.sub(cx.b.mul(an, col(lx)), col(pos_x)), cx.b.lgamma(cx.b.add(an, one))))
     p_series = cx.b.reduce_sum(terms, axes=(rank,), keepdims=False)
-    last = cx.b.reduce_max(cx.b.slice(terms, starts=(0,) * rank + (_IGAMMA_TERMS - 1,),
-                                      limits=tuple(pos_x.shape) + (_IGAMMA_TERMS,),
-                                      strides=(1,) * (rank + 1)) if False else
-                           cx.b.where(cx.b.eq(n, _c(cx, float(_IGAMMA_TERMS - 1))), terms, zero),
+    last = cx.b.reduce_max(cx.b.where(cx.b.eq(n, _c(cx, float(_IGAMMA_TERMS - 1))), terms, zero),
                            axes=(rank,), keepdims=False)
-    unconverged = cx.b.gt(last, cx.b.mul(p_series, _c(cx, 1e-17)))
-    # continued fraction, backwards: f = b_D; f = b_i + a_(i+1) / f, b_i = x + 2i + 1 - a,
+    # continued fraction, backwards: f = b_D; f = b_i + a_(i+1) / f with b_i = x + 2i + 1 - a,
     # a_i = -i (i - a)
-    d = _IGAMMA_TERMS
     xa = cx.b.sub(pos_x, pos_a)
-    f = cx.b.add(xa, _c(cx, 2.0 * d + 1))
-    for i in range(d - 1, -1, -1):
-        num = cx.b.mul(cx.b.sub(pos_a, _c(cx, i + 1.0)), _c(cx, i + 1.0))  # -a_(i+1) = (i+1)(a-(i+1))... sign below
-        f = cx.b.sub(cx.b.add(xa, _c(cx, 2.0 * i + 1)), cx.b.div(cx.b.neg(num), f))
+    f = cx.b.add(xa, _c(cx, 2.0 * _IGAMMA_TERMS + 1))
+    for i in range(_IGAMMA_TERMS - 1, -1, -1):
+        a_next = cx.b.mul(cx.b.sub(pos_a, _c(cx, i + 1.0)), _c(cx, i + 1.0))  # -(i+1)(i+1-a)
+        f = cx.b.add(cx.b.add(xa, _c(cx, 2.0 * i + 1)), cx.b.div(a_next, f))
     pref = cx.b.exp(cx.b.sub(cx.b.sub(cx.b.mul(pos_a, lx), pos_x), cx.b.lgamma(pos_a)))
     q_cf = cx.b.div(pref, f)
     use_series = cx.b.lt(pos_x, cx.b.add(pos_a, one))
     p = cx.b.where(use_series, p_series, cx.b.sub(one, q_cf))
     q = cx.b.where(use_series, cx.b.sub(one, p_series), q_cf)
-    p = cx.b.where(cx.b.logical_and(use_series, unconverged), nan, p) if hasattr(cx.b, "logical_and") else \
-        cx.b.where(cx.b.where(use_series, unconverged, cx.b.ne(one, one)), nan, p)
-    q = cx.b.where(cx.b.where(use_series, unconverged, cx.b.ne(one, one)), nan, q)
-    del ok
+    unconverged = cx.b.where(use_series, cx.b.gt(last, cx.b.mul(p_series, _c(cx, 1e-17))), cx.b.ne(one, one))
+    p = cx.b.where(unconverged, nan, p)
+    q = cx.b.where(unconverged, nan, q)
     # torch's special values, in its order of checks (later ones win here, so reversed)
     a_inf, x_inf = cx.b.isinf(a), cx.b.isinf(x)
     p = cx.b.where(x_inf, one, p)
@@ -522,3 +520,116 @@ def _igamma(cx: ConvertContext, a: dict) -> Any:
     p, q = igamma_pq(cx, cx.broadcast(av, shape), cx.broadcast(xv, shape))
     upper = _name(cx) in ("igammac", "special_gammaincc", "prims.igammac.default")
     return cx.cast(q if upper else p, dt)
+
+
+# ---------------------------------------------------------------------------
+# orthogonal polynomials of a constant degree
+
+_POLY_MAX_DEGREE = 1024
+
+
+@converter("special_hermite_polynomial_h", "special_hermite_polynomial_he", "special_laguerre_polynomial_l",
+           "special_legendre_polynomial_p")
+def _orthogonal_polynomial(cx: ConvertContext, a: dict) -> Any:
+    """Hermite ``H_n``/``He_n``, Laguerre ``L_n`` and Legendre ``P_n`` of a constant degree
+    ``n`` (truncated to an integer, 0 below degree 0, as torch): the three-term recurrence,
+    unrolled ``n`` times in float64.  A degree given as a tensor is refused: the unrolled
+    length would depend on the data."""
+    kind = _opname(cx)
+    dt = _float_dtype(cx)
+    n_arg = a["n"]
+    if isinstance(n_arg, Value):
+        raise Unsupported(f"{kind} with the degree n as a tensor (the recurrence's length would "
+                          "depend on the data); pass n as a Python number")
+    n = int(math.trunc(float(n_arg)))
+    if n > _POLY_MAX_DEGREE:
+        raise Unsupported(f"{kind} of degree {n} (at most {_POLY_MAX_DEGREE} is unrolled)")
+    x = cx.cast(_require(a["x"], "x"), F64) if isinstance(a["x"], Value) else _c(cx, float(a["x"]))
+    x = cx.broadcast(x, cx.out_shape)
+    if n < 0:
+        return cx.splat(0, dt, cx.out_shape)
+    one = cx.splat(1.0, F64, cx.out_shape)
+    if kind == "special_hermite_polynomial_h":
+        p0, p1 = one, cx.b.mul(x, _c(cx, 2.0))
+    elif kind == "special_hermite_polynomial_he":
+        p0, p1 = one, x
+    elif kind == "special_laguerre_polynomial_l":
+        p0, p1 = one, cx.b.sub(_c(cx, 1.0), x)
+    else:
+        p0, p1 = one, x
+    if n == 0:
+        return cx.cast(p0, dt)
+    for k in range(1, n):
+        if kind == "special_hermite_polynomial_h":
+            nxt = cx.b.sub(cx.b.mul(cx.b.mul(x, _c(cx, 2.0)), p1), cx.b.mul(p0, _c(cx, 2.0 * k)))
+        elif kind == "special_hermite_polynomial_he":
+            nxt = cx.b.sub(cx.b.mul(x, p1), cx.b.mul(p0, _c(cx, float(k))))
+        elif kind == "special_laguerre_polynomial_l":
+            nxt = cx.b.div(cx.b.sub(cx.b.mul(cx.b.sub(_c(cx, 2.0 * k + 1), x), p1), cx.b.mul(p0, _c(cx, float(k)))),
+                           _c(cx, k + 1.0))
+        else:
+            nxt = cx.b.div(cx.b.sub(cx.b.mul(cx.b.mul(x, _c(cx, 2.0 * k + 1)), p1), cx.b.mul(p0, _c(cx, float(k)))),
+                           _c(cx, k + 1.0))
+        p0, p1 = p1, nxt
+    return cx.cast(p1, dt)
+
+
+# ---------------------------------------------------------------------------
+# antialiased resize
+
+
+def _aa_filter(kind: str, x: float) -> float:
+    x = abs(x)
+    if kind == "bilinear":
+        return 1.0 - x if x < 1.0 else 0.0
+    a = -0.5  # torch's antialiased bicubic uses a = -0.5 (PIL's)
+    if x < 1.0:
+        return ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0
+    if x < 2.0:
+        return (((x - 5.0) * x + 8.0) * x - 4.0) * a
+    return 0.0
+
+
+def aa_resize_matrix(kind: str, size_in: int, size_out: int, scale_opt: float | None) -> Any:
+    """The ``(size_out, size_in)`` interpolation matrix of torch's antialiased resize along one
+    axis (``align_corners=False``): output ``i`` is centred at ``scale (i + 0.5)``, the filter is
+    stretched by ``scale`` when downsampling, and each row is normalised to sum 1."""
+    import numpy as np
+
+    scale = 1.0 / scale_opt if scale_opt else size_in / size_out
+    interp = 2.0 if kind == "bilinear" else 4.0
+    support = interp * 0.5 * scale if scale >= 1.0 else interp * 0.5
+    invscale = 1.0 / scale if scale >= 1.0 else 1.0
+    w = np.zeros((size_out, size_in))
+    for i in range(size_out):
+        center = scale * (i + 0.5)
+        xmin = max(int(center - support + 0.5), 0)
+        xsize = min(int(center + support + 0.5), size_in) - xmin
+        row = [_aa_filter(kind, (j + xmin - center + 0.5) * invscale) for j in range(xsize)]
+        total = sum(row)
+        for j, v in enumerate(row):
+            w[i, xmin + j] = v / total if total != 0.0 else v
+    return w
+
+
+@converter("_upsample_bilinear2d_aa", "_upsample_bicubic2d_aa")
+def _upsample_aa(cx: ConvertContext, a: dict) -> Any:
+    """Antialiased bilinear/bicubic resize of ``(N, C, H, W)``: the weights depend only on the
+    sizes, so it is two matmuls with interpolation matrices computed at import time."""
+    kind = "bilinear" if "bilinear" in _opname(cx) else "bicubic"
+    x = _input(a)
+    if a.get("align_corners"):
+        raise Unsupported(f"antialiased {kind} resize with align_corners=True")
+    if x.type.rank != 4:
+        raise Unsupported(f"antialiased {kind} resize of a rank-{x.type.rank} tensor (expected (N, C, H, W))")
+    out = cx.out_type()
+    h, w, oh, ow = x.shape[2], x.shape[3], out.shape[2], out.shape[3]
+    if not all(isinstance(d, int) for d in (h, w, oh, ow)):
+        raise Unsupported("antialiased resize of symbolic spatial sizes")
+    dt = x.dtype
+    sh, sw = a.get("scales_h"), a.get("scales_w")
+    if a.get("scale_factors"):  # the .vec overload
+        sh, sw = (float(v) for v in a["scale_factors"])
+    wh = cx.b.constant(aa_resize_matrix(kind, h, oh, sh).reshape(1, 1, oh, h).astype(dt.np), dt)
+    ww = cx.b.constant(aa_resize_matrix(kind, w, ow, sw).T.reshape(1, 1, w, ow).astype(dt.np), dt)
+    return cx.b.matmul(cx.b.matmul(wh, x), ww)

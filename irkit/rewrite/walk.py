@@ -19,8 +19,8 @@ way, so one walk, :func:`producer_cone`, takes the bounds as arguments:
 * ``closed``: every leaf must be a ``stop`` value; any other leaf (a function
   argument, a refused producer) gives up (None).
 
-The walk is depth first, the last start value and the last operand of an op
-walked first; ``Cone.ops`` lists the ops in the order taken (a start op first)
+The walk is depth first, the last start and the last operand of an op walked
+first; ``Cone.ops`` lists the ops in the order taken (a start op before its producers)
 and ``Cone.leaves`` the leaves, each once, in the order met.
 ``Cone.topological()`` orders the ops producers before users (to evaluate
 them).  The result is a pure function of the graph and the arguments: passes
@@ -51,12 +51,13 @@ class Cone:
     """The ops a :func:`producer_cone` walk took, and the values it stopped at."""
 
     ops: list[Op] = field(default_factory=list)
-    """The ops in the order taken: start ops first, then depth first (last operand first)."""
+    """The ops in the order taken: depth first, the last start and the last operand first."""
     leaves: dict[int, Value] = field(default_factory=dict)
     """The values the walk stopped at, by ``id``, in the order met."""
     truncated: bool = False
     """True when ``limit`` left a producer out (its value is a leaf)."""
     starts: list[Op | Value] = field(default_factory=list)
+    """Where the walk started, as given (``topological`` starts there)."""
 
     @property
     def leaf_values(self) -> list[Value]:
@@ -108,7 +109,7 @@ def producer_cone(start: Start, *, stop: StopSpec = None,
     like an operand: it may be a leaf itself) or several.  ``stop`` is one value,
     a collection of values or a predicate.
     """
-    # The matchers call this in their inner loops: the checks are inlined, not helpers.
+    # The matchers call this in their inner loops: the per-value checks are inlined.
     stop_value: Value | None = None
     is_stop: Callable[[Value], bool] | None = None
     if isinstance(stop, Value):
@@ -123,49 +124,36 @@ def producer_cone(start: Start, *, stop: StopSpec = None,
     leaves: dict[int, Value] = {}
     taken: dict[int, Op] = {}
     truncated = False
-    stack: list[Value] = []
+    stack: list[Op | Value] = list(starts)  # values to walk; start ops to take as they are
     # For ``limit``: how many ops were taken when each value was met.  Values are pushed in groups
     # (an op's operands) and popped last first, so one mark per group says it: (first index, count).
     marks: list[tuple[int, int]] = [(0, 0)]
-    for s in starts:
-        if isinstance(s, Op):
-            if id(s) in taken:
-                continue
-            if refuse is not None and refuse(s):
-                return None
-            taken[id(s)] = s
-            if max_ops is not None and len(taken) > max_ops:
-                return None
-            if limit is not None:
-                marks.append((len(stack), len(taken)))
-            stack.extend(s.operands)
-        else:
-            if limit is not None:
-                marks.append((len(stack), len(taken)))
-            stack.append(s)
     while stack:
         v = stack.pop()
-        if v is stop_value or (is_stop is not None and is_stop(v)):
-            leaves[id(v)] = v
-            continue
-        if skip is not None and skip(v):
-            continue
-        p = v.producer
-        if p is None or (enter is not None and not enter(p)):
-            if closed:
-                return None
-            leaves[id(v)] = v
-            continue
-        if limit is not None and len(taken) >= limit:  # (before that, every count is below limit)
-            h = len(stack)  # the index v had
-            while marks[-1][0] > h:
-                marks.pop()
-            if marks[-1][1] >= limit:
-                if closed:
-                    return None
-                truncated = True
+        if isinstance(v, Op):
+            p = v
+        else:
+            if v is stop_value or (is_stop is not None and is_stop(v)):
                 leaves[id(v)] = v
                 continue
+            if skip is not None and skip(v):
+                continue
+            p = v.producer  # type: ignore[assignment]
+            if p is None or (enter is not None and not enter(p)):
+                if closed:
+                    return None
+                leaves[id(v)] = v
+                continue
+            if limit is not None and len(taken) >= limit:  # (before that, every count is below limit)
+                h = len(stack)  # the index v had
+                while marks[-1][0] > h:
+                    marks.pop()
+                if marks[-1][1] >= limit:
+                    if closed:
+                        return None
+                    truncated = True
+                    leaves[id(v)] = v
+                    continue
         if id(p) in taken:
             continue
         if refuse is not None and refuse(p):

@@ -448,38 +448,16 @@ def _worker_main(conn: Any, threads: int) -> None:
     import torch
 
     torch.set_num_threads(threads)
-    conn.send("ready")
-    while True:
-        try:
-            payload = conn.recv()
-        except (EOFError, OSError):
-            return
-        if payload is None:
-            return
-        conn.send(execute(payload))
+    from irkit.sweep.executors import serve_jobs
+
+    serve_jobs(conn, execute)
 
 
 def _pool(jobs: int) -> Any:
     from irkit.sweep import executors
 
     threads = max(1, (os.cpu_count() or 1) // jobs)
-
-    class _ZooWorker(executors._Worker):
-        def __init__(self, ctx: Any):  # the sweep worker, with this module's loop
-            self.conn, child = ctx.Pipe()
-            self.proc = ctx.Process(target=_worker_main, args=(child, threads), daemon=True)
-            self.proc.start()
-            child.close()
-            self.job = None
-            self.ready = False
-            self.deadline = 0.0
-            self.started = 0.0
-
-    class ZooPool(executors.LocalPool):
-        def _start(self) -> Any:
-            return _ZooWorker(self.ctx)
-
-    return ZooPool(jobs)
+    return executors.LocalPool(jobs, worker_main=_worker_main, worker_args=(threads,))
 
 
 def plan(models: Sequence[str] | None, sizes: Sequence[str], frontends: Sequence[str], **kw: Any) -> list[Job]:

@@ -30,9 +30,20 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 import numpy as np
-import tvm
-from tvm import s_tir, te, tirx
-from tvm.target import Target, codegen
+
+THREAD_POOL_DEFAULTS = {"TVM_BIND_THREADS": "0", "TVM_THREAD_POOL_SPIN_COUNT": "0"}
+"""Environment defaults for TVM's CPU thread pool, set (where the user has not) before the pool
+starts: workers are not pinned to cores, and go to sleep as soon as their task is done instead of
+spinning.  TVM's defaults (pinned workers, 300000 yield-spins after each task) assume a machine of
+its own; on a shared or small one a pinned worker queued behind another process's thread, or the
+spinning of one engine's pool against another's, stalls every fork/join — a toy GPT-2 at batch 8 on
+2 loaded cores took 32 ms per call with 2 threads against 0.65 ms with 1 (docs/performance.md)."""
+for _k, _v in THREAD_POOL_DEFAULTS.items():
+    os.environ.setdefault(_k, _v)
+
+import tvm  # noqa: E402 - after the thread-pool defaults above
+from tvm import s_tir, te, tirx  # noqa: E402
+from tvm.target import Target, codegen  # noqa: E402
 
 Shape = tuple[int, ...]
 TargetLike: TypeAlias = str | dict | Target
@@ -491,7 +502,7 @@ def loop_extent(sch: s_tir.Schedule, loop: Any) -> int:
 
 
 def schedule_elementwise_cpu(
-    sch: s_tir.Schedule, block: Any, lanes: int, *, parallel_min: int = 1 << 14
+    sch: s_tir.Schedule, block: Any, lanes: int, *, parallel_min: int = 1 << 17
 ) -> None:
     """Flatten, vectorise and parallelise one spatial block on CPU.
 

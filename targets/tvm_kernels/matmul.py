@@ -397,11 +397,7 @@ def _matmul_cpu(
         jm, jr = sch.split(ji, [None, nr])
         im, ir = sch.split(ii, [None, mr])
         jrv_o, jrv = sch.split(jr, [None, lanes])
-        import os as _os
-        if _os.environ.get("MM_ORDER") == "ij":
-            sch.reorder(*bl, io, jo, ko, im, jm, ki, ir, jrv_o, jrv)
-        else:
-            sch.reorder(*bl, io, jo, ko, jm, im, ki, ir, jrv_o, jrv)
+        sch.reorder(*bl, io, jo, ko, jm, im, ki, ir, jrv_o, jrv)
         tile = sch.fuse(*bl, io, jo)
         if parallel:
             sch.parallel(tile)
@@ -420,17 +416,14 @@ def _matmul_cpu(
             sch.vectorize(bjv)
             if parallel:
                 sch.parallel(sch.fuse(*bb_loops, bjo))
-        if _os.environ.get("MM_NOPACKA") and (mp, kp) == (m, k):
-            sch.compute_inline(a_pad)
-        else:
-            sch.transform_layout(
-                a_pad, ("write", 0), lambda *x: (*x[:-2], x[-2] // mr, x[-1], x[-2] % mr)
-            )
-            sch.compute_at(a_pad, ko)
-            *_, ai, ak = sch.get_loops(a_pad)
-            aio, air = sch.split(ai, [None, mr])
-            sch.reorder(aio, ak, air)
-            sch.unroll(air)
+        sch.transform_layout(
+            a_pad, ("write", 0), lambda *x: (*x[:-2], x[-2] // mr, x[-1], x[-2] % mr)
+        )
+        sch.compute_at(a_pad, ko)
+        *_, ai, ak = sch.get_loops(a_pad)
+        aio, air = sch.split(ai, [None, mr])
+        sch.reorder(aio, ak, air)
+        sch.unroll(air)
         # register micro-kernel
         sch.vectorize(jrv)
         sch.unroll(jrv_o)

@@ -109,6 +109,16 @@ UNSEEN: tuple[Arch, ...] = (
         "max_position_embeddings": 64}, "tokens", call_kwargs=_LM),
     _a("olmo2", "decoder", "post-norm blocks, q/k RMSNorm over all heads", "Olmo2Config", "Olmo2ForCausalLM",
        _dec(pad_token_id=0, bos_token_id=1, eos_token_id=2), "tokens", call_kwargs=_LM),
+    _a("granitemoe", "decoder", "MoE (4 experts, top-2) with Granite's multipliers", "GraniteMoeConfig",
+       "GraniteMoeForCausalLM",
+       _dec(num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2, embedding_multiplier=12.0,
+            residual_multiplier=0.22, attention_multiplier=0.0078125, logits_scaling=8.0), "tokens", call_kwargs=_LM),
+    _a("olmoe", "decoder", "MoE (4 experts, top-2), q/k RMSNorm", "OlmoeConfig", "OlmoeForCausalLM",
+       _dec(num_key_value_heads=2, num_experts=4, num_experts_per_tok=2, pad_token_id=0, bos_token_id=1,
+            eos_token_id=2), "tokens", call_kwargs=_LM),
+    _a("glm4", "decoder", "partial interleaved rotary, sandwich norms, fused gate-up MLP", "Glm4Config",
+       "Glm4ForCausalLM", _dec(num_key_value_heads=2, head_dim=16, pad_token_id=0, eos_token_id=1),
+       "tokens", call_kwargs=_LM),
     # ------------------------------------------------------------------ encoders
     _a("mobilebert", "encoder", "bottleneck blocks, stacked FFNs, NoNorm", "MobileBertConfig", "MobileBertModel",
        _enc(embedding_size=32, intra_bottleneck_size=32, num_feedforward_networks=2), "tokens+mask", **_H),
@@ -124,8 +134,8 @@ UNSEEN: tuple[Arch, ...] = (
             eos_token_id=1, bos_token_id=2, cls_token_id=2, sep_token_id=1), "tokens+mask", **_H),
     _a("ernie", "encoder", "BERT layout with task-type embeddings", "ErnieConfig", "ErnieModel",
        _enc(use_task_id=True), "tokens+mask", **_H),
-    _a("nystromformer", "encoder", "Nystrom landmark attention (4 landmarks), depthwise conv on values (no mask: the landmark path"
-       " does not broadcast one)",
+    _a("nystromformer", "encoder", "Nystrom landmark attention (4 landmarks), depthwise conv on values "
+       "(no mask: the landmark path does not broadcast one)",
        "NystromformerConfig", "NystromformerModel",
        _enc(num_landmarks=4, segment_means_seq_len=16, conv_kernel_size=3), "tokens", dynamic=("B",), **_H),
     # ------------------------------------------------------------------ encoder-decoders
@@ -150,7 +160,11 @@ UNSEEN: tuple[Arch, ...] = (
         "decoder_start_token_id": 0}, "seq2seq", call_kwargs=_LM),
     # ------------------------------------------------------------------ vision and audio
     _a("convnext", "vision", "depthwise 7x7 convs, channels-last LayerNorm, layer scale", "ConvNextConfig",
-       "ConvNextModel", {"hidden_sizes": [16, 32], "depths": [1, 1], "image_size": 32, "num_stages": 2},
+       "ConvNextModel", {"hidden_sizes": [16, 32], "depths": [1, 1], "image_size": 32, "num_stages": 2,
+                         "layer_scale_init_value": 1.0},
+       "pixels", **_PIX),
+    _a("convnextv2", "vision", "ConvNeXt with global response normalisation", "ConvNextV2Config",
+       "ConvNextV2Model", {"hidden_sizes": [16, 32], "depths": [1, 1], "image_size": 32, "num_stages": 2},
        "pixels", **_PIX),
     _a("resnet", "vision", "basic residual blocks, batch norm, max pool", "ResNetConfig", "ResNetModel",
        {"embedding_size": 16, "hidden_sizes": [16, 32], "depths": [1, 1], "layer_type": "basic", "image_size": 32},
@@ -167,7 +181,7 @@ UNSEEN: tuple[Arch, ...] = (
     _a("mobilevit", "vision", "MobileNetV2 blocks + unfold/fold transformer blocks", "MobileViTConfig",
        "MobileViTModel",
        {"image_size": 64, "hidden_sizes": [32, 48, 64], "neck_hidden_sizes": [8, 16, 24, 32, 40, 48, 96],
-        "num_attention_heads": 2, "expand_output": False}, "pixels", **_PIX),
+        "num_attention_heads": 2, "initializer_range": 0.2}, "pixels", **_PIX),
     _a("yolos", "vision", "ViT with detection tokens, interpolated mid position embeddings", "YolosConfig",
        "YolosModel",
        {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128,
@@ -182,6 +196,32 @@ UNSEEN: tuple[Arch, ...] = (
 
 BY_NAME = {a.name: a for a in UNSEEN}
 
+_UNIT_BATCHNORM = {"mobilevit"}
+"""Architectures whose initialiser draws batch-norm scales around 0: through a dozen of them the
+toy's output underflows to exact zeros, which would compare nothing; these get scales around 1
+instead (and a wider initializer_range in their config)."""
+
+_REDRAW_ZEROS = {"convnextv2"}
+"""Architectures that initialise some parameters to exact zeros (ConvNeXt V2's response-norm gamma and
+beta), which would make that path an identity the comparison cannot see; these are drawn anew."""
+
+KNOWN: dict[tuple[str, str], str] = {
+    ("llama4_text", "torch"): "complex rotary embeddings (torch.polar, view_as_complex): the IR has no "
+                              "complex dtype",
+    ("llama4_text", "onnx"): "torch.onnx.export(dynamo=True) fails in its conversion step (3/3)",
+    ("phimoe", "onnx"): "torch.onnx.export(dynamo=True) fails in its conversion step (3/3)",
+    ("olmoe", "onnx"): "torch.onnx.export(dynamo=True) fails in its conversion step (3/3)",
+    ("granitemoe", "onnx"): "torch.onnx.export(dynamo=True) fails in its conversion step (3/3)",
+    ("mpt", "onnx"): "the ALiBi slice starts at max(0, 64 - S), so its size is min(64, S): not a polynomial dim",
+    ("nystromformer", "torch"): "torch.export fails in the model: the 4-D padding mask does not broadcast "
+                                "onto the landmark scores",
+    ("nystromformer", "onnx"): "torch.export (step 1 of the ONNX export) fails in the model, as above",
+    ("led", "torch"): "torch.export fails in the model: data-dependent guard in the sliding-window padding",
+    ("led", "onnx"): "torch.export (step 1 of the ONNX export) fails in the model, as above",
+}
+"""Cases that fail today, with the reason: outside irkit (the exporter), or a construct irkit does
+not express yet."""
+
 
 def build(arch: Arch, seed: int = 0) -> tuple[Any, tuple[Any, ...]]:
     """``(module, inputs)`` of ``arch``: the zoo's wrapper around the random-weight model."""
@@ -195,6 +235,18 @@ def build(arch: Arch, seed: int = 0) -> tuple[Any, tuple[Any, ...]]:
     with _quiet_transformers():
         model = getattr(transformers, arch.model_class)(config)
     model.eval()
+    if arch.name in _UNIT_BATCHNORM:
+        g = torch.Generator().manual_seed(seed + 2)
+        with torch.no_grad():
+            for bn in model.modules():
+                if isinstance(bn, torch.nn.BatchNorm2d):
+                    bn.weight.copy_(1.0 + 0.1 * torch.randn(bn.weight.shape, generator=g))
+    if arch.name in _REDRAW_ZEROS:
+        g = torch.Generator().manual_seed(seed + 3)
+        with torch.no_grad():
+            for p in model.parameters():
+                if not p.any():
+                    p.copy_(0.5 * torch.randn(p.shape, generator=g))
     wrapper = _forward_class(INPUT_NAMES[arch.inputs])(model, arch).eval()
     return wrapper, example_inputs(arch, config, "toy", seed=seed)
 
@@ -278,7 +330,9 @@ def main(argv: list[str]) -> int:
             rows.append(r)
             print(json.dumps(r), flush=True)
             if a.json:
-                Path(a.json).write_text(json.dumps(rows, indent=1))
+                from irkit.fileio import atomic_write
+
+                atomic_write(a.json, json.dumps(rows, indent=1))
     return 0
 
 

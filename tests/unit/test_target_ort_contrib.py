@@ -167,3 +167,27 @@ def test_transposes_and_reshapes_compose_exactly() -> None:
     want = run(m, [x], float64=True)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w.astype(np.float32))
+
+
+@pytest.mark.parametrize("attention", ["contrib", "onnx"])
+@pytest.mark.parametrize("dead_row", [False, True])
+def test_constant_mask_needs_no_dead_row_guard_unless_a_row_is_dead(attention: str, dead_row: bool) -> None:
+    """A constant mask (a sliding window, a causal band folded at import) whose every query row keeps a
+    key needs no zeroing Where after the attention kernel; one with a dead row keeps it."""
+    keep = np.tril(np.ones((1, 1, S, S), bool)) & ~np.tril(np.ones((1, 1, S, S), bool), -3)  # a window of 3
+    if dead_row:
+        keep[..., 2, :] = False
+    rng = np.random.default_rng(9)
+    xs = [rng.standard_normal((B, S, E)).astype(np.float32) for _ in range(3)]
+    f, b = new_function("main", [TensorType(x.shape, DType.f32) for x in xs], ["x", "y", "z"])
+    heads = [b.create("ik.transpose", [b.create("ik.reshape", [a], {"shape": (B, S, H, D)}).results[0]],
+                      {"perm": (0, 2, 1, 3)}).results[0] for a in f.args]
+    o = b.create("ik.attention", heads + [b.constant(keep), None], {"scale": 0.5}).results[0]
+    o = b.create("ik.transpose", [o], {"perm": (0, 2, 1, 3)}).results[0]
+    b.ret(b.create("ik.reshape", [o], {"shape": (B, S, E)}).results[0])
+    m = Module([f])
+    verify(m)
+    kinds, out = _lower_run(m, xs, attention)
+    kernel = "MultiHeadAttention" if attention == "contrib" else "Attention"
+    assert ("Where" in kinds[kinds.index(kernel):]) == dead_row, kinds  # the guard follows the kernel
+    assert np.all(np.isfinite(out)) and (not dead_row or np.all(out[:, 2] == 0))

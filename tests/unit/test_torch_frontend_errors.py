@@ -376,10 +376,10 @@ def test_bad_example_inputs() -> None:
 
 class Unsupported(torch.nn.Module):
     def forward(self, x: Any) -> Any:
-        # Bessel functions decompose to a prim irkit has no converter for; cholesky is
-        # out of scope (a linear-algebra decomposition).
-        a = torch.special.bessel_j0(x)
-        b = torch.special.bessel_j0(x * 2)
+        # A tensor degree of a Hermite polynomial is refused (the recurrence's length would depend
+        # on the data); cholesky is out of scope (a linear-algebra decomposition).
+        a = torch.special.hermite_polynomial_h(x, x)
+        b = torch.special.hermite_polynomial_h(x * 2, x)
         c = torch.linalg.cholesky(x @ x.T + 4.0)
         return a + b + c
 
@@ -390,10 +390,11 @@ def test_unsupported_ops_listed_once_with_counts_and_locations() -> None:
     msg = one_line(ei.value)
     e = ei.value
     # torch's own table decomposed what it could; the error says so and lists the rest.
-    assert "after torch decomposed" in msg and "aten.special_bessel_j0.default" in msg
-    assert set(e.ops) == {"prims.bessel_j0.default", "aten.linalg_cholesky_ex.default"}
-    assert len(e.ops["prims.bessel_j0.default"]) == 2
-    assert "prims.bessel_j0.default x2" in msg and "aten.linalg_cholesky_ex.default x1" in msg
+    assert "after torch decomposed aten.linalg_cholesky.default" in msg
+    herm = next(k for k in e.ops if k.startswith("aten.special_hermite_polynomial_h.default"))
+    assert set(e.ops) == {herm, "aten.linalg_cholesky_ex.default"} and "degree n as a tensor" in herm
+    assert len(e.ops[herm]) == 2
+    assert ") x2 (" in msg and "aten.linalg_cholesky_ex.default x1" in msg
     assert "test_torch_frontend_errors.py:" in msg  # the user's lines, not torch's
     assert "3 unsupported op(s) of 2 kind(s)" in msg
 
