@@ -29,8 +29,8 @@ Nothing is taken on trust:
   ``[0, 0, p, 0]``;
 * the mask is the prefix mask of the same position ``p`` (the same value, or
   the same computation of it), possibly broadcast to the batch (the export at
-  batch > 1) and ``and``-ed with an extra mask that the fused op keeps; the attention has no bias, no soft-capping and is not
-  ``causal``;
+  batch > 1) and ``and``-ed with an extra mask that the fused op keeps; the
+  attention has no bias, no soft-capping and is not ``causal``;
 * K and V may be repeated for grouped-query attention (reshape + broadcast +
   reshape); the fused op takes the un-repeated cache.
 

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import IO, Any, ClassVar
 
 import numpy as np
 
@@ -111,6 +111,9 @@ class Artifact:
     attribute; set by :func:`lower_for_session`, read by :meth:`Target.open_session`)."""
     arg_names: list[str] = field(default_factory=list)
     """The entry function's argument names (for messages), where known."""
+    streamed: dict[str, Callable[[IO[bytes]], None]] = field(default_factory=dict)
+    """Files too large to hold twice in memory: :meth:`write` calls each function with the open (temporary)
+    binary file, which it fills (the ort target's external weights, written from the module's arrays)."""
 
     def manifest(self) -> dict[str, Any]:
         return {
@@ -119,6 +122,7 @@ class Artifact:
             "bindings": self.bindings,
             "input_shapes": [list(s) for s in self.input_shapes],
             "files": {k: len(v) for k, v in sorted(self.files.items())},
+            **({"streamed_files": sorted(self.streamed)} if self.streamed else {}),
             "kernels": [asdict(k) for k in self.kernels],
             "info": self.info,
         }
@@ -134,6 +138,12 @@ class Artifact:
         d.mkdir(parents=True, exist_ok=True)
         for name, content in sorted(self.files.items()):
             atomic_write(d / name, content)
+        if self.streamed:
+            from irkit.fileio import atomic_open
+
+            for name, fill in sorted(self.streamed.items()):
+                with atomic_open(d / name, "wb") as fh:
+                    fill(fh)
         atomic_write(d / "manifest.json", json.dumps(self.manifest(), indent=2, default=str) + "\n")
         return d
 

@@ -301,9 +301,10 @@ class _Exporter:
         [B, S, H, D], transpose to [B, H, S, D]) of a [B, S, H*D] value, so that no transpose is left on
         either side. Not causal: the kernel's causal path is no faster than opset-23 Attention's (measured
         with onnxruntime 1.32); and a rotary embedding between the split and attention (no head split to
-        cancel) keeps opset-23 Attention, which takes [B, H, S, D] as it is. None where it does not apply. A padding mask [B|1, 1, 1, Sk] goes in as
-        ``key_padding_mask`` with ``mask_filter_value=-inf``, any other mask as an additive bias of
-        0/-inf; rows with no live key are zeros (the kernel gives NaN)."""
+        cancel) keeps opset-23 Attention, which takes [B, H, S, D] as it is. None where it does not
+        apply. A padding mask [B|1, 1, 1, Sk] goes in as ``key_padding_mask`` with
+        ``mask_filter_value=-inf``, any other mask as an additive bias of 0/-inf; rows with no live key
+        are zeros (the kernel gives NaN)."""
         n = named_operands(op)
         a = op.attrs
         qv, kv, vv = op.operand(0), op.operand(1), op.operand(2)
@@ -1433,8 +1434,8 @@ EXTERNAL_DATA = "model.onnx.data"
 """The external data file's name beside ``model.onnx`` (the artifact's file of that name)."""
 EXTERNAL_FILE_MAX_BYTES = 1 << 28
 """The ort artifact carries ``model.onnx.data`` (a concatenated copy of the weights, for writing the
-artifact out) up to this many bytes (256 MiB); a larger model's artifact does not (it would double the
-weights in memory), and its ``info["external_data"]`` says so."""
+artifact out) up to this many bytes (256 MiB); a larger model's artifact writes it only when saved
+(``Artifact.streamed``: one tensor at a time from the module's arrays, never a second copy in memory)."""
 _ALIGN = 64
 
 
@@ -1464,6 +1465,21 @@ def external_data_bytes(external: Sequence[tuple[str, int, np.ndarray]]) -> byte
         if a.nbytes:
             np.frombuffer(buf, np.uint8, a.nbytes, off)[:] = a.reshape(-1).view(np.uint8)
     return buf
+
+
+def write_external_data(fh: Any, external: Sequence[tuple[str, int, np.ndarray]]) -> None:
+    """Write :func:`external_data_bytes`'s file to the binary file ``fh`` one tensor at a time (no second
+    copy of the weights in memory)."""
+    pos = 0
+    for _, off, a in sorted(external, key=lambda t: t[1]):
+        if off > pos:
+            fh.write(b"\0" * (off - pos))
+        raw = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+        fh.write(memoryview(raw))
+        pos = off + a.nbytes
+    end = max((off + -(-a.nbytes // _ALIGN) * _ALIGN for _, off, a in external), default=0)
+    if end > pos:
+        fh.write(b"\0" * (end - pos))
 
 
 def check_model(model: Any) -> None:
@@ -1557,7 +1573,6 @@ class OrtTarget(Target):
         return Availability(True, True)
 
     def lower(self, module: Module, bindings: Mapping[str, int] | None = None) -> Artifact:
-        import onnx
         import onnxruntime as ort
 
         av = self.availability()
@@ -1637,10 +1652,12 @@ class OrtTarget(Target):
             files[EXTERNAL_DATA] = external_data_bytes(ext)  # type: ignore[assignment]  # a bytearray
         elif ext:
             info["external_data"] = (f"{len(ext)} weights ({ext_bytes / 2**20:.0f} MiB) are external data read in "
-                                     f"place from the module's constants; the artifact does not carry "
-                                     f"{EXTERNAL_DATA} (a second copy of the weights)")
+                                     f"place from the module's constants; {EXTERNAL_DATA} is written from them "
+                                     f"only when the artifact is saved")
         art = Artifact(self.name, files, kernels, dt, b, [a.type.concrete_shape(b) for a in fn.args], info,
                        runner, profiler)
+        if ext and EXTERNAL_DATA not in files:
+            art.streamed[EXTERNAL_DATA] = lambda fh: write_external_data(fh, ext)
         from irkit.targets.base import module_aliases
 
         art.aliases = module_aliases(module)  # the function's `aliases` attribute, for sessions
@@ -1648,7 +1665,7 @@ class OrtTarget(Target):
 
 
 __all__ = ["EXTERNAL_DATA", "NO_ONNX_OP", "OPSET", "ORT_RULES", "OrtTarget", "export_onnx", "export_onnx_external",
-           "external_data_bytes", "external_values", "ort_session"]
+           "external_data_bytes", "external_values", "ort_session", "write_external_data"]
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -192,7 +192,7 @@ class _Lowerer:
         # A constant weight is packed into the kernel's panel layout here, once, instead of
         # by the kernel on every call (for the LM head that is a 2 MB copy per token batch).
         wconst = _const_array(w) if self.target.kind.name == "llvm" and len(self.shape(w)) == 2 else None
-        if wconst is not None and mm_gemv.try_lower(self, op, wconst, bias, act, ops, out):  # M <= 8: tvm_kernels/gemv.py
+        if wconst is not None and mm_gemv.try_lower(self, op, wconst, bias, act, ops, out):  # tvm_kernels/gemv.py
             return True
         xs_, ws_ = self.shape(x), self.shape(w)
         try:

@@ -36,8 +36,8 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--new-tokens", type=int, required=True, help="tokens to generate")
     add_model_args(p)
     p.add_argument("-p", "--pipeline", default=None,
-                   help="passes to run on the decode (and prefill) function before lowering, e.g. "
-                        "canonicalize,fuse-attention,fuse-cache-attention,dce (default: none)")
+                   help="passes to run on the decode (and prefill) function before lowering (default: the "
+                        "optimising pipeline, which fuses the cache update and attention; 'none': as imported)")
     p.add_argument("--json", action="store_true",
                    help='print {"tokens": [...], "ttft_seconds": ..., "step_seconds": [...]}')
 
@@ -110,6 +110,16 @@ def _from_factory(spec: str, args: argparse.Namespace, prompt_len: int | None) -
     return DecodeModel(label, m, m, args.batch, cache, None, int(getattr(cfg, "vocab_size", 0)), model)
 
 
+def decode_pipeline(arg: str | None) -> str | None:
+    """The ``-p`` of ``irkit generate`` / ``bench --generate``: the zoo's optimising pipeline when not given
+    (``fuse-cache-attention`` is what keeps a step from copying the cache), ``None`` for ``none``."""
+    from irkit.zoo.run import DEFAULT_PIPELINE
+
+    if arg is None:
+        return DEFAULT_PIPELINE
+    return None if arg.strip().lower() in ("", "none") else arg
+
+
 def apply_pipeline(dm: Any, pipeline: str | None) -> Any:
     """``dm`` with ``pipeline`` run on copies of its decode and prefill functions (the same function once
     when it serves as both)."""
@@ -139,11 +149,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
     _positive("--new-tokens", args.new_tokens)
     _positive("--batch", args.batch)
     plen = parse_prompt(args, 0).shape[1]  # a malformed prompt fails before the (slow) export
-    if args.pipeline:
+    pipeline = decode_pipeline(args.pipeline)
+    if pipeline:
         from irkit.passmanager import parse_pipeline
 
-        parse_pipeline(args.pipeline)  # an unknown pass fails before the (slow) export
-    dm = apply_pipeline(load_decoder(args.model, args, plen), args.pipeline)
+        parse_pipeline(pipeline)  # an unknown pass fails before the (slow) export
+    dm = apply_pipeline(load_decoder(args.model, args, plen), pipeline)
     vocab = getattr(dm, "vocab", 0)
     prompt = parse_prompt(args, vocab)
     r = generate(dm, args.target, prompt, args.new_tokens)
@@ -280,6 +291,11 @@ def bench_generate(args: argparse.Namespace) -> int:
             raise InputError(f"--specs: unknown hardware description '{s}' (known: {', '.join(known)})")
     prices = parse_prices(args.price)
     check_price_keys(prices, [*TARGETS, *known])
+    pipeline = decode_pipeline(getattr(args, "pipeline", None) or None)
+    if pipeline:
+        from irkit.passmanager import parse_pipeline
+
+        parse_pipeline(pipeline)
     _positive("--new-tokens", args.new_tokens)
     _positive("--prompt-len", args.prompt_len)
     try:
@@ -291,7 +307,7 @@ def bench_generate(args: argparse.Namespace) -> int:
     for b in batches:
         _positive("--batch", b)
         ns = argparse.Namespace(**{**vars(args), "batch": b, "prompt_ids": None})
-        dm = load_decoder(args.input, ns, args.prompt_len)
+        dm = apply_pipeline(load_decoder(args.input, ns, args.prompt_len), pipeline)
         prompt = parse_prompt(ns, dm.vocab)
         rows += bench_rows(dm, targets, prompt, args.new_tokens, specs, prices)
         if b == batches[0]:

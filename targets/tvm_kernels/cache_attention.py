@@ -43,11 +43,10 @@ def prefix_attention(b: int, hq: int, hkv: int, s: int, t: int, d: int, dv: int,
     ``pos`` is rank 0 or ``[b]``.  Work and memory traffic scale with the position, not ``t``."""
     import math
 
+    from irkit.targets.tvm_kernels.common import f32, fast_exp, largest_divisor
     from tvm import tirx
     from tvm.script.ir_builder import IRBuilder
     from tvm.tirx.script.builder import ir as T
-
-    from irkit.targets.tvm_kernels.common import f32, fast_exp, largest_divisor
 
     group = hq // hkv
     vd, vv = largest_divisor(d, lanes), largest_divisor(dv, lanes)
@@ -90,13 +89,13 @@ def prefix_attention(b: int, hq: int, hkv: int, s: int, t: int, d: int, dv: int,
                     k0 = tile * tk
                     with T.serial(0, tk) as j:
                         kj = tirx.min(k0 + j, n - 1)
-                        with T.vectorized(0, vd) as l:
-                            st(part, f32(0.0), l)
+                        with T.vectorized(0, vd) as ln:
+                            st(part, f32(0.0), ln)
                         with T.serial(0, d // vd) as do:
-                            with T.vectorized(0, vd) as l:
-                                st(part, part[l] + q[bi, hi, i, do * vd + l] * kc[bi, hk, kj, do * vd + l], l)
-                        with T.serial(1, vd) as l:
-                            st(part, part[0] + part[l], 0)
+                            with T.vectorized(0, vd) as ln:
+                                st(part, part[ln] + q[bi, hi, i, do * vd + ln] * kc[bi, hk, kj, do * vd + ln], ln)
+                        with T.serial(1, vd) as ln:
+                            st(part, part[0] + part[ln], 0)
                         st(srow, tirx.Select(k0 + j < n, part[0] * f32(scale), neg_inf), j)
                     st(red, srow[0], 2)
                     with T.serial(1, tk) as j:
@@ -115,8 +114,8 @@ def prefix_attention(b: int, hq: int, hkv: int, s: int, t: int, d: int, dv: int,
                     with T.serial(0, tk) as j:
                         kj = tirx.min(k0 + j, n - 1)
                         with T.serial(0, dv // vv) as do:
-                            with T.vectorized(0, vv) as l:
-                                dd = do * vv + l
+                            with T.vectorized(0, vv) as ln:
+                                dd = do * vv + ln
                                 st(acc, acc[dd] + srow[j] * vc[bi, hk, kj, dd], dd)
                 with T.vectorized(0, dv) as dd:
                     st(out, acc[dd] / red[1], bi, hi, i, dd)

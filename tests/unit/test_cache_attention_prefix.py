@@ -8,9 +8,10 @@ import pytest
 
 tvm = pytest.importorskip("tvm")
 
-from irkit.ir.ops_cache import cache_attention_reference  # noqa: E402
 from irkit.targets.tvm_kernels.cache_attention import PREFIX_TILE, prefix_attention  # noqa: E402
 from irkit.targets.tvm_kernels.common import cpu_target, to_tvm  # noqa: E402
+
+from irkit.ir.ops_cache import cache_attention_reference  # noqa: E402
 
 
 def _run(q, kc, vc, pos, scale):

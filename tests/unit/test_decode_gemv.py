@@ -57,10 +57,11 @@ def test_pack_layout():
 def test_tvm_lowering_uses_gemv_for_decode_matmuls(monkeypatch):
     """A [2, 1, K] @ constant [K, N] + bias (a decode step's projection) lowers to the GEMV on tvm-llvm
     and matches the float64 interpreter."""
+    from irkit.targets.registry import get_target
+
     from irkit.interp import run as interp_run
     from irkit.ir.builder import module_of, new_function
     from irkit.ir.types import DType, TensorType
-    from irkit.targets.registry import get_target
 
     rng = np.random.default_rng(1)
     k, n = 48, 70

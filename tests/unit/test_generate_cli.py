@@ -107,3 +107,13 @@ def test_generate_from_mlir_file_with_aliases(tmp_path: Path, capsys) -> None:
         want = dm.torch_model.generate(torch.tensor([[9, 8, 7]]), max_new_tokens=4, min_new_tokens=4,
                                        do_sample=False, pad_token_id=0)[:, 3:]
     np.testing.assert_array_equal(np.array(got), want.numpy())
+
+
+def test_decode_pipeline_defaults_to_the_optimising_one() -> None:
+    from irkit.commands.generate_cmd import decode_pipeline
+    from irkit.zoo.run import DEFAULT_PIPELINE
+
+    assert "fuse-cache-attention" in DEFAULT_PIPELINE
+    assert decode_pipeline(None) == DEFAULT_PIPELINE
+    assert decode_pipeline("none") is None and decode_pipeline("None ") is None
+    assert decode_pipeline("canonicalize,dce") == "canonicalize,dce"

@@ -6,6 +6,7 @@ same artifact), on non-zero inputs that change from call to call, so a stale sta
 output that aliases one would show.
 """
 
+# ruff: noqa: E501  (IR text lines)
 from __future__ import annotations
 
 import os

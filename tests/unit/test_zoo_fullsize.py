@@ -9,11 +9,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from irkit.targets.registry import get_target
 
 from irkit.check import compare_all, module_tolerance
 from irkit.interp import random_inputs, run
 from irkit.passmanager import run_pipeline
-from irkit.targets.registry import get_target
 from irkit.testing.blocks import gpt2_style_module
 
 PIPE = "canonicalize,fuse-attention,fuse-norm,fuse-activation,fuse-elementwise,cse,dce"
@@ -70,7 +70,6 @@ def test_tvm_small_constants_stay_in_the_executable() -> None:
 def test_ort_weights_are_external_data_read_in_place(model, tmp_path: Path) -> None:
     import onnx
     import onnxruntime as ort
-
     from irkit.targets.ort import EXTERNAL_DATA, check_model
 
     m, xs, want = model
@@ -94,10 +93,25 @@ def test_ort_weights_are_external_data_read_in_place(model, tmp_path: Path) -> N
 
 def test_ort_small_model_stays_self_contained() -> None:
     import onnx
-
     from irkit.targets.ort import EXTERNAL_DATA
 
     m = gpt2_style_module(layers=1, hidden=64, heads=4, vocab=128, seq=16)
     art = get_target("ort").lower(m, BIND)
     assert EXTERNAL_DATA not in art.files
     onnx.checker.check_model(onnx.load_from_string(art.files["model.onnx"]), full_check=True)
+
+
+def test_ort_large_weights_are_written_only_when_saved(model, tmp_path: Path, monkeypatch) -> None:
+    import onnxruntime as ort
+    import irkit.targets.ort as ort_target
+
+    m, xs, want = model
+    small = ort_target.EXTERNAL_DATA
+    whole = get_target("ort").lower(m, BIND).files[small]
+    monkeypatch.setattr(ort_target, "EXTERNAL_FILE_MAX_BYTES", 0)  # as if the weights were over the limit
+    art = get_target("ort").lower(m, BIND)
+    assert small not in art.files and small in art.streamed and "written from them" in art.info["external_data"]
+    out = art.write(tmp_path / "big")
+    assert (out / small).read_bytes() == bytes(whole)  # the same file, streamed tensor by tensor
+    sess = ort.InferenceSession(str(out / "model.onnx"), providers=["CPUExecutionProvider"])
+    _check(sess.run(None, {sess.get_inputs()[0].name: xs[0]}), want, m)
