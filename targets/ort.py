@@ -1475,7 +1475,7 @@ def write_external_data(fh: Any, external: Sequence[tuple[str, int, np.ndarray]]
         if off > pos:
             fh.write(b"\0" * (off - pos))
         raw = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
-        fh.write(memoryview(raw))
+        fh.write(raw.data)
         pos = off + a.nbytes
     end = max((off + -(-a.nbytes // _ALIGN) * _ALIGN for _, off, a in external), default=0)
     if end > pos:

@@ -168,7 +168,7 @@ def _weights(artifact: Artifact) -> Any:
         return held[0]
     data = artifact.files.get(EXTERNAL_DATA)
     model = artifact.files.get("model.onnx")
-    if data is None or not isinstance(model, bytes):
+    if not isinstance(data, (bytes, bytearray)) or not isinstance(model, bytes):
         return None
     return external_values(onnx.load_from_string(model), data)
 

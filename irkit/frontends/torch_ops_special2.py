@@ -630,6 +630,7 @@ def _upsample_aa(cx: ConvertContext, a: dict) -> Any:
     sh, sw = a.get("scales_h"), a.get("scales_w")
     if a.get("scale_factors"):  # the .vec overload
         sh, sw = (float(v) for v in a["scale_factors"])
+    assert isinstance(h, int) and isinstance(w, int) and isinstance(oh, int) and isinstance(ow, int)
     wh = cx.b.constant(aa_resize_matrix(kind, h, oh, sh).reshape(1, 1, oh, h).astype(dt.np), dt)
     ww = cx.b.constant(aa_resize_matrix(kind, w, ow, sw).T.reshape(1, 1, w, ow).astype(dt.np), dt)
     return cx.b.matmul(cx.b.matmul(wh, x), ww)

@@ -225,8 +225,8 @@ def _cache_attention(lw: Any, op: Op, ins: list[Any]) -> list[Any] | None:
             if live is not None and id(o) not in live:
                 continue
             if live is not None and o.name == "ik.attention":
-                ins_ = [lw.env[id(v)] for v in (o.operand(0), o.operand(1), o.operand(2), g.args[5])]
-                lw.env[id(o.results[0])] = _emit_prefix(lw, op, *ins_, lw.kname(o))
+                q_, k_, v_, p_ = (lw.env[id(v)] for v in (o.operand(0), o.operand(1), o.operand(2), g.args[5]))
+                lw.env[id(o.results[0])] = _emit_prefix(lw, op, q_, k_, v_, p_, lw.kname(o))
                 continue
             if o.name == "ik.dynamic_update_slice" and id(o.operand(0)) in caches:
                 arg = _in_place_ok(lw, op, *caches[id(o.operand(0))])
