@@ -6,8 +6,8 @@ convolutions and fused attention through the systolic or SIMT GEMM model of
 :mod:`irkit.targets.costmodel`, everything else through the roofline
 (max of FLOPs over peak and bytes over bandwidth).  A fused region reads its
 inputs and writes its outputs once; its FLOPs are the sum of its body.  Views
-(reshape) and constants cost nothing: weights are counted as bytes read by the
-ops that use them.
+(reshape), constants and transposes / casts / broadcasts of constants (folded at
+compile time) cost nothing: weights are counted as bytes read by the ops that use them.
 """
 
 from __future__ import annotations
@@ -105,6 +105,18 @@ def _prod(xs: Any) -> int:
 
 
 _CONTRACTIONS = frozenset({"ik.matmul", "ik.contract", "ik.conv2d", "ik.attention"})
+
+_LAYOUT_OPS = frozenset({"ik.transpose", "ik.cast", "ik.broadcast"})
+
+
+def _folded_constant(op: Op) -> bool:
+    """A transpose, cast or broadcast of a constant (the LM head's transposed embedding, a
+    weight stored in another dtype): compilers fold it at compile time (XLA constant folding,
+    TVM's FoldConstant), so it costs nothing per call; its users read the folded weight."""
+    if op.name not in _LAYOUT_OPS or not op.operands:
+        return False
+    p = op.operands[0].producer
+    return p is not None and p.name == "ik.constant"
 
 
 def _cast_into_contraction(op: Op) -> bool:
@@ -217,7 +229,12 @@ def estimate(
     out = Estimate(hw.name, dict(b))
     clock = hw.clock_hz
     for op in fn.body:
-        if op.name in _FREE or _cast_into_contraction(op) or _cast_out_of_contraction(op):
+        if (
+            op.name in _FREE
+            or _folded_constant(op)
+            or _cast_into_contraction(op)
+            or _cast_out_of_contraction(op)
+        ):
             continue
         c = ir_op_cost(op, b)
         dt = _dtype_name(op)

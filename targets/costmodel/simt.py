@@ -49,13 +49,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from irkit.targets.hwspec import HardwareSpec, SimtSpec, dtype_bytes, load_spec, normalize_dtype
 
 __all__ = [
     "DEFAULT_CTA_TILES",
+    "GEMV_MAX_ROWS",
     "CtaResources",
     "CtaTile",
     "SimtGemmCost",
@@ -64,6 +65,7 @@ __all__ = [
     "cta_resources",
     "default_cta_tiles",
     "simt_gemm",
+    "simt_gemv",
 ]
 
 Bound = Literal["compute", "memory"]
@@ -320,6 +322,9 @@ class SimtGemmCost:
     """max(compute_seconds, memory_seconds)."""
     bound: Bound
     """``memory`` if memory_seconds > compute_seconds else ``compute``."""
+    kernel: str = "gemm"
+    """``gemm`` (the CTA-tile model) or ``gemv`` (at most :data:`GEMV_MAX_ROWS` rows: a
+    split-K matrix-vector kernel streaming the weights, see :func:`simt_gemv`)."""
 
     @property
     def achieved_tflops(self) -> float:
@@ -419,9 +424,12 @@ def simt_gemm(
     if misaligned not in ("pad", "fallback"):
         raise ValueError(f"misaligned must be 'pad' or 'fallback', got {misaligned!r}")
     if tile is None:
-        return choose_cta_tile(
+        best = choose_cta_tile(
             m, k, n, hw, dtype, batch=batch, misaligned=misaligned, allow_tf32=allow_tf32
         ).best
+        if m * batch <= GEMV_MAX_ROWS:
+            return simt_gemv(best, hw)
+        return best
     name = normalize_dtype(dtype)
     size = dtype_bytes(name)
     out_size = _output_bytes(name)
@@ -509,6 +517,43 @@ def simt_gemm(
         dram_bytes=dram,
         memory_seconds=memory_seconds,
         seconds=seconds,
+        bound="memory" if memory_seconds > compute_seconds else "compute",
+    )
+
+
+GEMV_MAX_ROWS = 8
+"""At most this many output rows (M x batch) a GEMM runs as a GEMV kernel (cuBLAS gemv /
+split-K, the kernels batch-1 decode uses), not as M-padded CTA tiles."""
+
+
+def simt_gemv(tiled: SimtGemmCost, spec: HardwareSpec | str) -> SimtGemmCost:
+    """The GEMV cost of a GEMM with few rows, from its CTA-tile cost ``tiled``.
+
+    A matrix-vector kernel splits K and N over every SM, so it neither pads M to a tile
+    nor leaves SMs idle: it reads A, B and writes C once (compulsory bytes, no alignment
+    copies) at the achievable streaming bandwidth (``[memory] stream_efficiency`` x the
+    datasheet figure), and its FLOPs run at the dtype's peak:
+    ``max(bytes / (stream_efficiency * hbm_bw), flops / peak)``.
+    """
+    hw = _resolve(spec)
+    size = dtype_bytes(tiled.dtype)
+    out = _output_bytes(tiled.dtype)
+    m, k, n, batch = tiled.m, tiled.k, tiled.n, tiled.batch
+    dram = batch * ((m * k + k * n) * size + m * n * out)
+    bw = hw.stream_bandwidth_bytes_per_s
+    memory_seconds = dram / bw if bw else 0.0
+    compute_seconds = tiled.flops / tiled.peak_flops if tiled.peak_flops else 0.0
+    return replace(
+        tiled,
+        kernel="gemv",
+        math_seconds=compute_seconds,
+        smem_seconds=0.0,
+        compute_seconds=compute_seconds,
+        executed_flops=tiled.flops,
+        l2_bytes=dram,
+        dram_bytes=dram,
+        memory_seconds=memory_seconds,
+        seconds=max(compute_seconds, memory_seconds),
         bound="memory" if memory_seconds > compute_seconds else "compute",
     )
 
