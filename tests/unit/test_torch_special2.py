@@ -13,22 +13,15 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from irkit.errors import UnsupportedOpsError  # noqa: E402
-from irkit.frontends.torch_export import import_exported_program, tensor_to_numpy  # noqa: E402
+from irkit.frontends.torch_export import _FunctionModule, import_exported_program, tensor_to_numpy  # noqa: E402
 from irkit.interp import run  # noqa: E402
 from irkit.ir import verify  # noqa: E402
 
 
-class _Fn(torch.nn.Module):
-    def __init__(self, fn: Any):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *xs: Any) -> Any:
-        return self.fn(*xs)
 
 
 def _run(fn: Any, *xs: Any) -> list[np.ndarray]:
-    ep = torch.export.export(_Fn(fn), tuple(x.clone() for x in xs), strict=False)
+    ep = torch.export.export(_FunctionModule(fn), tuple(x.clone() for x in xs), strict=False)
     m = import_exported_program(ep)
     verify(m)
     return [np.asarray(g) for g in run(m, [tensor_to_numpy(x) for x in xs])]
