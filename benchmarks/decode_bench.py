@@ -71,12 +71,12 @@ def irkit_steps(dm, target: str, positions: list[int], steps: int) -> tuple[dict
 
 
 def torch_steps(model, batch: int, cache_len: int, positions: list[int], steps: int,
-                compile_: bool) -> tuple[dict[int, float], float]:
+                compile_: bool, device: str = "cpu") -> tuple[dict[int, float], float]:
     import torch
     from transformers.integrations.executorch import TorchExportableModuleWithStaticCache
 
     model.generation_config.cache_implementation = "static"
-    w = TorchExportableModuleWithStaticCache(model, batch, cache_len).eval()
+    w = TorchExportableModuleWithStaticCache(model.to(device), batch, cache_len).to(device).eval()
     fwd = w
     t0 = time.perf_counter()
     if compile_:
@@ -86,10 +86,10 @@ def torch_steps(model, batch: int, cache_len: int, positions: list[int], steps: 
     first = True
     for p in positions:
         def step(k: int, p: int = p) -> None:
-            ids = torch.randint(0, model.config.vocab_size, (batch, 1), generator=g)
+            ids = torch.randint(0, model.config.vocab_size, (batch, 1), generator=g).to(device)
             with torch.no_grad():
-                logits = fwd(input_ids=ids, cache_position=torch.tensor([p + k]))
-            logits[:, -1, :].argmax(-1)
+                logits = fwd(input_ids=ids, cache_position=torch.tensor([p + k], device=device))
+            logits[:, -1, :].argmax(-1).cpu()  # the next tokens on the host, as a generate loop needs them
         if first:
             step(0)  # compile (torch.compile) happens here
             first = False
@@ -185,6 +185,8 @@ def main() -> int:
     ap.add_argument("--pipeline", default=None,
                     help="passes run on the decode function before lowering (default: the zoo's optimising "
                          "pipeline, irkit.zoo.run.DEFAULT_PIPELINE; 'none': as imported)")
+    ap.add_argument("--torch-device", default="cpu",
+                    help="device of the torch peers (cuda: on the GPU, beside irkit's tvm-cuda and xla-gpu)")
     ap.add_argument("--append", action="store_true")
     args = ap.parse_args()
 
@@ -214,11 +216,13 @@ def main() -> int:
             except Exception as e:  # noqa: BLE001 - a target that cannot run this model is a row with the reason
                 rows.append((t, b, {}, 0.0, str(e).splitlines()[0][:120]))
             print(rows[-1], flush=True)
-        rows.append(("torch eager", b, *torch_steps(dm.torch_model, b, L, pos, args.steps, False), ""))
+        rows.append(("torch eager", b, *torch_steps(dm.torch_model, b, L, pos, args.steps, False,
+                                                    args.torch_device), ""))
         print(rows[-1], flush=True)
         if args.torch_compile:
             try:
-                rows.append(("torch.compile", b, *torch_steps(dm.torch_model, b, L, pos, args.steps, True), ""))
+                rows.append(("torch.compile", b, *torch_steps(dm.torch_model, b, L, pos, args.steps, True,
+                                                          args.torch_device), ""))
             except Exception as e:  # noqa: BLE001
                 rows.append(("torch.compile", b, {}, 0.0, str(e).splitlines()[0][:120]))
             print(rows[-1], flush=True)
@@ -235,7 +239,7 @@ def main() -> int:
     head = "| engine | batch | " + " | ".join(f"step ms @pos {p} | tok/s @pos {p}" for p in all_pos) + \
         " | compile s | note |"
     lines = [(f"`{cmd}` (model {args.model} {args.size}, cache {L} positions, median of {args.steps} steps, "
-              f"torch threads {args.torch_threads}, irkit pipeline {pipeline or 'none'})"), "",
+              f"torch threads {args.torch_threads} on {args.torch_device}, irkit pipeline {pipeline or 'none'})"), "",
              head, "|" + "---|" * (4 + 2 * len(all_pos))]
     for eng, b, st, comp, note in rows:
         cells = []

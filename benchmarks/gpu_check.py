@@ -43,6 +43,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,8 @@ PIPELINE = ("canonicalize,fuse-attention,fuse-norm,fuse-activation,fuse-elementw
             "tile-matmul{target=h200}")
 BLOCKS = ("gpt2", "llama")
 TARGETS = ("tvm-cuda", "xla-gpu")
+TORCH_DEVICE = "cuda"
+"""Where the torch peers run (a test sets "cpu" to exercise the decode step without a GPU)."""
 ATTN_SHAPES = ((1, 12, 1024, 64), (8, 16, 2048, 64))
 """Fused-attention timing shapes (batch, heads, seq, head dim), causal, f16."""
 
@@ -157,7 +160,8 @@ def torch_reference(name: str, xs: list[np.ndarray]) -> list[np.ndarray] | None:
     return [o.detach().float().cpu().numpy() if o.is_floating_point() else o.cpu().numpy() for o in leaves]
 
 
-def build(blocks: list[str], batch: int, seq: int, outdir: Path, rows: list[dict[str, Any]]) -> dict[Any, Any]:
+def build(blocks: list[str], batch: int, seq: int, outdir: Path, rows: list[dict[str, Any]],
+          kernels: bool = True) -> dict[Any, Any]:
     """Lower every block on every target; returns ``{(block, target): (module, artifact)}``."""
     from irkit.targets.registry import get_target, load_targets
 
@@ -190,7 +194,7 @@ def build(blocks: list[str], batch: int, seq: int, outdir: Path, rows: list[dict
     from irkit.targets.tvm_kernels import attention as at
     from irkit.targets.tvm_kernels import common as c
 
-    for shape in ATTN_SHAPES:
+    for shape in ATTN_SHAPES if kernels else ():
         row = {"step": "build", "block": f"attention {'x'.join(map(str, shape))} f16 causal",
                "target": "tvm-cuda kernel"}
         t0 = time.perf_counter()
@@ -236,7 +240,8 @@ def timeit(fn: Callable[[], Any], sync: Callable[[], None], repeats: int, warmup
     return float(med), float((q3 - q1) / med) if med else 0.0
 
 
-def check_and_time(built: dict[Any, Any], batch: int, seq: int, repeats: int, rows: list[dict[str, Any]]) -> None:
+def check_and_time(built: dict[Any, Any], batch: int, seq: int, repeats: int, rows: list[dict[str, Any]],
+                   peers: bool = False, compile_peer: bool = False) -> None:
     from irkit.targets.registry import get_target
 
     from irkit.check import compare_all, module_tolerance
@@ -262,12 +267,89 @@ def check_and_time(built: dict[Any, Any], batch: int, seq: int, repeats: int, ro
             worst = max(rep.comparisons, key=lambda c: getattr(c, "max_abs", 0.0))
             med, spread = timeit(lambda: art.runner(xs), lambda: None, repeats)
             row.update(ok=rep.ok, ms=med, spread=spread, against=against,
-                       note=f"vs {against} {'ok' if rep.ok else 'FAILED'}: {worst.describe()}")
+                       note=f"vs {against} {'ok' if rep.ok else 'FAILED'}: {worst.describe()}; "
+                            "ms: NumPy in and out (host copies included)")
+            res = time_resident(tname, art, xs, repeats)
+            if res is not None:
+                rows.append(dict(row))
+                row.update(step="time (resident)", ms=res[0], spread=res[1],
+                           note="inputs on the GPU, outputs left there, synchronised")
         except Exception as e:  # noqa: BLE001
             traceback.print_exc()
             row.update(ok=False, note=_line(e))
         log(f"check {b} {tname}: {row.get('note', '')[:160]}")
         rows.append(row)
+    if not peers:
+        return
+    for b in dict.fromkeys(b for b, _ in built if b != "attention"):
+        m = built[next(k for k in built if k[0] == b)][0]
+        from irkit.interp import random_inputs
+
+        xs = random_inputs(m.entry, 0, {})
+        for label, comp in (("torch eager (GPU)", False), ("torch.compile (GPU)", True)):
+            if comp and not compile_peer:
+                continue
+            row = {"step": "time (resident)", "block": b, "target": label}
+            try:
+                res = time_torch(b, xs, repeats, comp)
+                if res is None:
+                    continue
+                row.update(ok=True, ms=res[0], spread=res[1], note="inputs on the GPU, synchronised")
+            except Exception as e:  # noqa: BLE001
+                row.update(ok=False, note=_line(e))
+            log(f"time {b} {label}: {row.get('ms', row.get('note'))}")
+            rows.append(row)
+
+
+def time_resident(tname: str, art: Any, xs: list[np.ndarray], repeats: int) -> tuple[float, float] | None:
+    """Median ms of one call with every input already on the GPU and the outputs left there (what a
+    serving loop pays), or None where the artifact cannot be called that way."""
+    if tname == "tvm-cuda":
+        import tvm
+        from irkit.targets.tvm_kernels.common import to_tvm
+        from irkit.targets.tvm_session import _vm_of
+
+        vm = _vm_of(art)
+        if vm is None:
+            return None
+        dev = tvm.cuda(0)
+        args = [to_tvm(np.asarray(x), dev) for x in xs]
+        main = vm["main"]
+        return timeit(lambda: main(*args), dev.sync, repeats)
+    if tname == "xla-gpu":
+        import jax
+
+        exe = art.runner
+        if not hasattr(exe, "put") or not hasattr(exe, "call"):
+            return None
+        args = [exe.put(np.asarray(x), i) for i, x in enumerate(xs)]
+        if getattr(exe, "donate", None):
+            return None  # donated inputs are consumed by the call: not re-runnable on the same buffers
+        last: list[Any] = []
+
+        def call() -> None:
+            last[:] = [exe.call(args)]
+
+        return timeit(call, lambda: jax.block_until_ready(last), repeats)
+    return None
+
+
+def time_torch(name: str, xs: list[np.ndarray], repeats: int, compile_: bool) -> tuple[float, float] | None:
+    """The torch model on the GPU (eager, or ``torch.compile``d), inputs resident, synchronised."""
+    import torch
+
+    if not torch.cuda.is_available() or name not in TORCH:
+        return None
+    model, inputs = TORCH[name]
+    model = model.to("cuda").eval()
+    args = [torch.from_numpy(np.ascontiguousarray(x)).to("cuda") for x in xs[:len(inputs)]]
+    fn = torch.compile(model) if compile_ else model
+
+    def call() -> None:
+        with torch.no_grad():
+            fn(*args)
+
+    return timeit(call, torch.cuda.synchronize, repeats)
 
 
 def time_attention(built: dict[Any, Any], repeats: int, rows: list[dict[str, Any]]) -> None:
@@ -326,6 +408,54 @@ def time_attention(built: dict[Any, Any], repeats: int, rows: list[dict[str, Any
         log(f"attention {shape}: " + ", ".join(f"{k_} {v_[0]:.3f} ms" for k_, v_ in res.items()))
 
 
+def decode_rows(spec: str, rows: list[dict[str, Any]], deadline: float, steps: int = 20) -> None:
+    """Decode-step times of a zoo decoder on tvm-cuda and xla-gpu (sessions, cache resident) and
+    torch eager / torch.compile on the GPU, at positions 10 and 1000 where the cache allows."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from decode_bench import irkit_steps, torch_steps
+
+    from irkit.commands.generate_cmd import apply_pipeline
+    from irkit.zoo.decode import decode_model
+    from irkit.zoo.run import DEFAULT_PIPELINE
+
+    parts = spec.split(":")
+    name, size = parts[0], parts[1] if len(parts) > 1 else "toy"
+    batches = [int(x) for x in (parts[2] if len(parts) > 2 else "1").split("+")]
+    for b in batches:
+        if time.perf_counter() > deadline:
+            rows.append({"step": "decode", "block": f"{name} {size} b{b}", "target": "-", "ok": False,
+                         "note": "not run: past the deadline"})
+            continue
+        t0 = time.perf_counter()
+        try:
+            dm = decode_model(name, size, batch=b)
+            dm_ir = apply_pipeline(dm, DEFAULT_PIPELINE)
+        except Exception as e:  # noqa: BLE001
+            traceback.print_exc()
+            rows.append({"step": "decode", "block": f"{name} {size} b{b}", "target": "-", "ok": False,
+                         "note": _line(e)})
+            continue
+        L = dm.max_cache_len
+        pos = [p for p in (10, 1000) if p + steps + 1 < L] or [min(10, L - steps - 2)]
+        log(f"decode {name} {size} b{b}: export + pipeline {time.perf_counter() - t0:.1f} s, cache {L}")
+        engines: list[tuple[str, Callable[[], tuple[dict[int, float], float]]]] = [
+            (t, partial(irkit_steps, dm_ir, t, pos, steps)) for t in TARGETS]
+        engines += [(f"torch {'compile' if c else 'eager'} ({TORCH_DEVICE})",
+                     partial(torch_steps, dm.torch_model, b, L, pos, steps, c, TORCH_DEVICE)) for c in (False, True)]
+        for label, fn in engines:
+            row: dict[str, Any] = {"step": "decode", "block": f"{name} {size} b{b} (cache {L})", "target": label}
+            try:
+                st, comp = fn()
+                p0 = pos[0]
+                row.update(ok=True, ms=st[p0] * 1e3, seconds=comp,
+                           note="; ".join(f"pos {p}: {st[p] * 1e3:.3f} ms, {b / st[p]:,.0f} tok/s" for p in pos))
+            except Exception as e:  # noqa: BLE001
+                traceback.print_exc()
+                row.update(ok=False, note=_line(e))
+            log(f"decode {name} {size} b{b} {label}: {row.get('note', '')[:160]}")
+            rows.append(row)
+
+
 # --------------------------------------------------------------------------- report
 
 
@@ -365,6 +495,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--seq", type=int, default=512)
     ap.add_argument("--repeats", type=int, default=50)
+    ap.add_argument("--decode", default="",
+                    help="zoo decoders to time decode steps of, MODEL:SIZE[:BATCHES], comma-separated "
+                         "(e.g. gpt2:full:1+8): tvm-cuda and xla-gpu sessions with the KV cache resident "
+                         "against torch eager and torch.compile on the GPU (benchmarks/decode_bench.py)")
+    ap.add_argument("--deadline-s", type=float, default=1e9,
+                    help="start no new model after this many seconds (the rows say what was not run)")
     ap.add_argument("--artifacts", default="out/gpu_check", help="folder for the built artifacts")
     ap.add_argument("--out", default=None,
                     help="results file (default benchmarks/results/gpu_check.md; a dry run writes "
@@ -392,26 +528,51 @@ def main(argv: list[str] | None = None) -> int:
             print(f"gpu_check.py: unknown example model {x!r}; expected one of {', '.join(known)}", file=sys.stderr)
             return 2
     blocks += models
-    built = build(blocks, args.batch, args.seq, Path(args.artifacts), rows)
-    if not args.dry_run:
-        check_and_time(built, args.batch, args.seq, args.repeats, rows)
-        if facts["torch cuda"].startswith("yes"):
-            time_attention(built, args.repeats, rows)
-        else:
-            rows.append({"step": "attention", "block": "-", "target": "torch", "ok": False,
-                         "note": f"torch without CUDA: {facts['torch cuda']}"})
-    text = report(facts, rows, argv, time.perf_counter() - t_start, args.dry_run)
+    outdir = Path(args.artifacts)
     out = args.out if args.out is not None else (None if args.dry_run else
                                                  str(ROOT / "benchmarks/results/gpu_check.md"))
-    if out == "-":
-        print(text)
-    elif out:
-        from irkit.fileio import atomic_write
+    deadline = t_start + args.deadline_s
 
-        atomic_write(Path(out), text)
-        doc = {"command": ["python", "benchmarks/gpu_check.py", *argv], "dry_run": args.dry_run,
-               "seconds": time.perf_counter() - t_start, "facts": facts, "rows": rows}
-        atomic_write(Path(out).with_suffix(".json"), json.dumps(doc, indent=2, default=str) + "\n")
+    def save() -> None:  # after every step, so that a run cut short still leaves its rows
+        text = report(facts, rows, argv, time.perf_counter() - t_start, args.dry_run)
+        if out == "-":
+            return
+        if out:
+            from irkit.fileio import atomic_write
+
+            atomic_write(Path(out), text)
+            doc = {"command": ["python", "benchmarks/gpu_check.py", *argv], "dry_run": args.dry_run,
+                   "seconds": time.perf_counter() - t_start, "facts": facts, "rows": rows}
+            atomic_write(Path(out).with_suffix(".json"), json.dumps(doc, indent=2, default=str) + "\n")
+
+    gpu = not args.dry_run
+    if gpu and facts["torch cuda"].startswith("yes"):
+        time_attention(build([], args.batch, args.seq, outdir, rows), args.repeats, rows)
+    elif gpu:
+        rows.append({"step": "attention", "block": "-", "target": "torch", "ok": False,
+                     "note": f"torch without CUDA: {facts['torch cuda']}"})
+    else:
+        build([], args.batch, args.seq, outdir, rows)
+    save()
+    n_blocks = len(blocks) - len(models)
+    steps = [("model", b) for b in blocks[:n_blocks]] + [("decode", d) for d in args.decode.split(",") if d and gpu] + \
+        [("model", m) for m in models]
+    for kind, what in steps:
+        if kind == "decode":
+            decode_rows(what, rows, deadline)
+        elif time.perf_counter() > deadline:
+            rows.append({"step": "build", "block": what, "target": "-", "ok": False,
+                         "note": f"not run: past the --deadline-s of {args.deadline_s:.0f} s"})
+        else:
+            built = build([what], args.batch, args.seq, outdir, rows, kernels=False)
+            if gpu:
+                check_and_time(built, args.batch, args.seq, args.repeats, rows, peers=True,
+                               compile_peer=what in BLOCKS)
+        save()
+    save()
+    if out == "-":
+        print(report(facts, rows, argv, time.perf_counter() - t_start, args.dry_run))
+    elif out:
         log(f"wrote {out} and {Path(out).with_suffix('.json')}")
     failed = [r for r in rows if not r.get("ok")]
     log(f"done in {time.perf_counter() - t_start:.0f} s; {len(failed)} failing row(s)")
