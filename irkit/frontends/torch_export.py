@@ -48,6 +48,7 @@ from irkit.frontends import (  # noqa: F401 - they register
     torch_ops_index,
     torch_ops_special,
     torch_ops_special2,
+    torch_ops_special3,
     torch_ops_window,
 )
 from irkit.frontends.common import (

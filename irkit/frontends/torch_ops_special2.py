@@ -539,8 +539,10 @@ def _orthogonal_polynomial(cx: ConvertContext, a: dict) -> Any:
     dt = _float_dtype(cx)
     n_arg = a["n"]
     if isinstance(n_arg, Value):
-        raise Unsupported(f"{kind} with the degree n as a tensor (the recurrence's length would "
-                          "depend on the data); pass n as a Python number")
+        from irkit.frontends.torch_ops_special3 import polynomial_tensor_degree
+
+        x = cx.cast(_require(a["x"], "x"), F64) if isinstance(a["x"], Value) else _c(cx, float(a["x"]))
+        return cx.cast(polynomial_tensor_degree(cx, kind, cx.broadcast(x, cx.out_shape), n_arg), dt)
     n = int(math.trunc(float(n_arg)))
     if n > _POLY_MAX_DEGREE:
         raise Unsupported(f"{kind} of degree {n} (at most {_POLY_MAX_DEGREE} is unrolled)")
