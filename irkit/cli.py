@@ -138,10 +138,12 @@ def import_zoo(source: str) -> Any:
     size = as_size(rest[0]) if rest else "toy"
     if kind == "zoo-flax":
         from irkit.frontends.jax import import_jax
+        from irkit.targets.base import quiet_native_stderr
         from irkit.zoo.flax_models import as_function, build_pair
 
-        _, nnx_model, inputs = build_pair(name, size)
-        return import_jax(as_function(nnx_model), inputs, name="main")
+        with quiet_native_stderr():  # JAX's first array starts libtpu, which warns without a TPU
+            _, nnx_model, inputs = build_pair(name, size)
+            return import_jax(as_function(nnx_model), inputs, name="main")
     from irkit.frontends.torch_export import import_torch_factory
     from irkit.zoo import factory
 

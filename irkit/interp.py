@@ -42,6 +42,7 @@ from irkit.errors import InputError, IrkitError
 from irkit.ir.core import Function, Graph, Module, Op, Value
 from irkit.ir.ops import OPS, RefContext, to_float8
 from irkit.ir.types import DType, SymDim, TensorType, eval_dim, is_float_np
+from irkit.ir.walk import producer_cone
 
 
 class InterpError(IrkitError):
@@ -230,35 +231,28 @@ def int_cast_cone(f: Function) -> frozenset[int]:
     float values only, across ``ik.fused`` region boundaries (the float64 oracle runs
     them in their declared dtype)."""
     region_arg: dict[int, tuple[Op, int]] = {}
-    stack: list[Value] = []
+    starts: list[Value] = []
     for op in f.walk():
         for r in op.regions:
             for i, a in enumerate(r.args):
                 region_arg[id(a)] = (op, i)
         if (op.name == "ik.cast" and op.operands and op.operand(0).type.dtype.is_float
                 and not op.attrs["to"].is_float):
-            stack.append(op.operand(0))
+            starts.append(op.operand(0))
         elif op.name == "ik.bitcast" and op.operands and op.operand(0).type.dtype.is_float:
-            stack.append(op.operand(0))  # the bits are those of the declared type
-    cone: set[int] = set()
-    seen: set[int] = set()
-    while stack:
-        v = stack.pop()
-        if id(v) in seen or not v.type.dtype.is_float:
-            continue
-        seen.add(id(v))
-        producer = v.producer
-        if producer is None:  # a region argument continues at the fused op's operand
+            starts.append(op.operand(0))  # the bits are those of the declared type
+
+    def across_regions(v: Value) -> list[Value]:
+        """A region argument continues at the fused op's operand; a region op's result at its yield."""
+        if v.producer is None:
             owner = region_arg.get(id(v))
-            if owner is not None:
-                stack.append(owner[0].operand(owner[1]))
-            continue
-        cone.add(id(producer))
-        stack.extend(producer.operands)
-        for r in producer.regions:
-            if r.terminator is not None and v.index < len(r.terminator.operands):
-                stack.append(r.terminator.operand(v.index))
-    return frozenset(cone)
+            return [] if owner is None else [owner[0].operand(owner[1])]
+        return [r.terminator.operand(v.index) for r in v.producer.regions
+                if r.terminator is not None and v.index < len(r.terminator.operands)]
+
+    cone = producer_cone(starts, skip=lambda v: not v.type.dtype.is_float, through=across_regions)
+    assert cone is not None  # unbounded: the walk always ends
+    return frozenset(id(op) for op in cone.ops)
 
 
 def run(m: Module | Function, inputs: Sequence[np.ndarray] | Mapping[str, np.ndarray], *,

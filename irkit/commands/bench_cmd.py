@@ -213,7 +213,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     interrupted = False
     try:
-        with Progress(console=console, transient=True) as prog:
+        with Progress(console=console, transient=True, disable=not console.is_terminal) as prog:
             task = prog.add_task("benchmarking", total=len(shapes) * len(targets))
             for b, s in shapes:
                 bind = shape_bindings(base, syms, b, s)

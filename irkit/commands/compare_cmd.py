@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import os
 import shutil
 import sys
 import textwrap
@@ -102,6 +103,45 @@ def _fmt_time(s: float) -> str:
     if s < 1.0:
         return f"{s * 1e3:.2f}ms"
     return f"{s:.2f}s"
+
+
+def _short_path(path: str) -> str:
+    """An installed package's file from its package folder, a file under the working folder
+    relative to it, any other path as it is."""
+    for marker in ("/site-packages/", "/dist-packages/"):
+        i = path.rfind(marker)
+        if i >= 0:
+            return path[i + len(marker):]
+    if not os.path.isabs(path):
+        return path
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:  # another drive
+        return path
+    return path if rel.startswith("..") else rel
+
+
+def location_text(loc: Any) -> str:
+    """An op's source locations in one line: the names at one file line together
+    (``diff, ne_1, cumsum at transformers/models/llama/modeling_llama.py:382``), lines in
+    the order first met, joined by ``; ``; paths as :func:`_short_path` writes them."""
+    groups: dict[tuple[str, int, int] | str, list[str]] = {}
+    for leaf in loc.leaves():
+        if leaf.file is None:
+            groups.setdefault(leaf.short(), [])
+        else:
+            names = groups.setdefault((leaf.file, leaf.line, leaf.col), [])
+            if leaf.name and leaf.name not in names:
+                names.append(leaf.name)
+    parts = []
+    for key, names in groups.items():
+        if isinstance(key, str):
+            parts.append(key)
+            continue
+        file, line, col = key
+        base = f"{_short_path(file)}:{line}" + (f":{col}" if col else "")
+        parts.append(f"{', '.join(names)} at {base}" if names else base)
+    return "; ".join(parts) or "unknown location"
 
 
 def _why_estimated(t: Any, av: Any, spec: str | None) -> str:
@@ -372,8 +412,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     cells: dict[str, list[Cell]] = {}
     for op in heavy:
         oid = ids[id(op)]
-        loc = str(op.loc.short()) if not op.loc.is_unknown else "unknown location"
-        full = "; ".join(leaf.short() for leaf in op.loc.leaves()) or loc
+        full = location_text(op.loc)
         if full not in locs:
             locs.append(full)
         cells[oid] = [cell(r, oid) for r in results]
@@ -403,4 +442,4 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["FORMATS", "Cell", "TargetResult", "cmd_compare", "collect"]
+__all__ = ["FORMATS", "Cell", "TargetResult", "cmd_compare", "collect", "location_text"]

@@ -36,7 +36,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     from irkit.frontends import import_source
     from irkit.ir.verify import verify
 
-    if args.source.startswith("zoo:"):
+    if args.source.startswith(("zoo:", "zoo-flax:")):
         m = import_zoo(args.source)
     else:
         m = import_source(args.source, args.format, _dynamic(args.dynamic), args.name)

@@ -27,7 +27,6 @@ the pattern, the root op and its location.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,7 +39,7 @@ from irkit.ir.core import Graph, Op, Value
 from irkit.ir.ops import OPS, named_operands
 from irkit.ir.types import DType, eval_dim
 from irkit.rewrite.pattern import Pattern
-from irkit.rewrite.walk import closed_cone, cone_leaves, producer_cone, user_rings
+from irkit.rewrite.walk import closed_cone, cone_leaves, producer_cone, producer_rings, user_rings
 
 BACKWARD_DEPTH = 24
 FORWARD_DEPTH = 6
@@ -132,20 +131,11 @@ class _Snapshot:
         self.graph: Graph = root.parent  # type: ignore[assignment]
         order = self.graph.order()
         self.before_ids = set(order)
-        fwd = self._forward(root)
-        recs: dict[int, _Rec] = {}
         # Breadth first, so each op is recorded at its shortest distance from the root.
-        queue = deque((o, 0) for o in fwd)
-        while queue and len(recs) < MAX_OPS:
-            o, d = queue.popleft()
-            if id(o) in recs or o.parent is not self.graph:
-                continue
-            recs[id(o)] = _Rec(o, o.operands, [list(r.uses) for r in o.results], order[id(o)])
-            if d < BACKWARD_DEPTH:
-                for v in o.operands:
-                    if v.producer is not None:
-                        queue.append((v.producer, d + 1))
-        self.recs = sorted(recs.values(), key=lambda r: r.pos)
+        walk = producer_rings(self._forward(root), BACKWARD_DEPTH, enter=lambda p: p.parent is self.graph,
+                              limit=MAX_OPS)
+        recs = [_Rec(o, o.operands, [list(r.uses) for r in o.results], order[id(o)]) for o in walk.ops]
+        self.recs = sorted(recs, key=lambda r: r.pos)
 
     def _forward(self, root: Op) -> list[Op]:
         rings = user_rings(root, FORWARD_DEPTH, lambda u: u.parent is self.graph and u.name != "func.return")
@@ -297,27 +287,13 @@ class RewriteChecker:
         was built from); computing them from shared leaves keeps them consistent.
         Constants are always computed, never replaced by noise.
         """
-        ops: dict[int, Op] = {}
-        leaves: dict[int, Value] = {}
-        queue = deque((v, 0) for v in inputs.values())
-        while queue:
-            v, d = queue.popleft()
-            p = v.producer
-            if p is None or id(p) in dead or id(p) not in snap.before_ids or p.parent is None or p.regions:
-                leaves[id(v)] = v
-                continue
-            if id(p) in ops:
-                continue
-            if not _is_source(p) and (d >= CONTEXT_DEPTH or len(ops) >= CONTEXT_MAX):
-                leaves[id(v)] = v
-                continue
-            ops[id(p)] = p
-            for a in p.operands:
-                queue.append((a, d + 1))
-        produced = {id(r) for o in ops.values() for r in o.results}
-        leaves = {k: v for k, v in leaves.items() if k not in produced}
+        walk = producer_rings(
+            list(inputs.values()), CONTEXT_DEPTH, free=_is_source, limit=CONTEXT_MAX,
+            enter=lambda p: id(p) not in dead and id(p) in snap.before_ids and p.parent is not None and not p.regions)
+        produced = {id(r) for o in walk.ops for r in o.results}
+        leaves = {k: v for k, v in walk.leaves.items() if k not in produced}
         order = snap.graph.order()
-        ctx = sorted(ops.values(), key=lambda o: order.get(id(o), 0))
+        ctx = sorted(walk.ops, key=lambda o: order.get(id(o), 0))
         return [(o, o.operands) for o in ctx], leaves
 
     def _compare_once(self, pattern: Pattern, opname: str, loc: str, context: list, before_ops: list,

@@ -1,10 +1,10 @@
-"""The shared graph walks of irkit.rewrite.walk: bounds, orders, leaves, escapes."""
+"""The shared graph walks (irkit.ir.walk, re-exported by irkit.rewrite.walk): bounds, orders, leaves, escapes."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from irkit.interp import Interpreter
+from irkit.interp import Interpreter, int_cast_cone
 from irkit.ir import DType, TensorType
 from irkit.ir.builder import new_function
 from irkit.rewrite.walk import (
@@ -15,8 +15,10 @@ from irkit.rewrite.walk import (
     other_operand,
     producer_chain,
     producer_cone,
+    producer_rings,
     user_rings,
 )
+from irkit.text import parse_module
 
 F32 = TensorType((2, 3), DType.f32)
 
@@ -127,3 +129,79 @@ def test_single_use_helpers() -> None:
     assert other_operand(y.producer, t) is w and other_operand(t.producer, h) is None
     assert [o.name for o in producer_chain(y)] == ["ik.add", "ik.tanh", "ik.mul"]
     assert producer_chain(y, depth=1) == [y.producer]
+
+
+def test_rings_walk_breadth_first_first_start_first() -> None:
+    f, x, w, c, h, t, y, z = _graph()
+    cone = producer_rings(y.producer)
+    assert [o.name for o in cone.ops] == ["ik.add", "ik.tanh", "ik.mul", "ik.constant"]
+    assert cone.leaf_values == [w, x] and not cone.truncated
+    # two value starts: each start's producer (distance 1) before any operand's producer
+    both = producer_rings([y, z])
+    assert [o.name for o in both.ops] == ["ik.add", "ik.exp", "ik.tanh", "ik.mul", "ik.constant"]
+    assert both.leaf_values == [w, x]
+    names = [o.name for o in both.topological()]
+    assert names.index("ik.constant") < names.index("ik.mul") < names.index("ik.tanh") < names.index("ik.add")
+
+
+def test_rings_depth_limit_free_and_enter() -> None:
+    f, x, w, c, h, t, y, z = _graph()
+    # add at 0, tanh at 1, mul at 2, the constant at 3
+    cone = producer_rings(y.producer, 2)
+    assert [o.name for o in cone.ops] == ["ik.add", "ik.tanh", "ik.mul"]
+    assert cone.leaf_values == [w, x, c] and cone.truncated
+    free = producer_rings(y.producer, 2, free=lambda o: o.name == "ik.constant")
+    assert [o.name for o in free.ops] == ["ik.add", "ik.tanh", "ik.mul", "ik.constant"] and not free.truncated
+    assert free.leaf_values == [w, x]
+    lim = producer_rings(y.producer, limit=2)
+    assert [o.name for o in lim.ops] == ["ik.add", "ik.tanh"] and lim.leaf_values == [w, h] and lim.truncated
+    assert producer_rings([y.producer, z.producer], limit=1).ops == [y.producer]  # start ops count too
+    refused = producer_rings(y, enter=lambda p: p.name != "ik.tanh")
+    assert [o.name for o in refused.ops] == ["ik.add"] and refused.leaf_values == [t, w]
+    # a value start's producer is at distance 1: depth 0 takes nothing
+    assert producer_rings(y, 0).ops == [] and producer_rings(y, 0).leaf_values == [y]
+
+
+def test_rings_take_each_op_at_its_shortest_distance() -> None:
+    f, x, w, c, h, t, y, z = _graph()
+    # From add and exp, mul is at distance 1 (exp reads h) though the add's path reaches it at 2:
+    # with depth 1 it is taken, and the constant (distance 2) is not.
+    cone = producer_rings([y.producer, z.producer], 1)
+    assert [o.name for o in cone.ops] == ["ik.add", "ik.exp", "ik.tanh", "ik.mul"]
+    assert cone.leaf_values == [w, x, c]
+
+
+def test_through_continues_the_walk_elsewhere() -> None:
+    f, x, w, c, h, t, y, z = _graph()
+    plain = producer_cone(y, skip=lambda v: v is h)
+    assert plain is not None and [o.name for o in plain.ops] == ["ik.add", "ik.tanh"]
+    # walking w also walks z: the exp and its cone join, though y does not read them
+    more = producer_cone(y, skip=lambda v: v is h, through=lambda v: [z] if v is w else [])
+    assert more is not None and {o.name for o in more.ops} == {"ik.add", "ik.tanh", "ik.exp"}
+    assert more.leaf_values == [w]  # w is still a leaf (no producer); h stays skipped
+
+
+FUSED_CAST = """
+"func.func"() ({
+^bb0(%x: tensor<4xf32>, %y: tensor<4xf32>):
+  %0 = "ik.exp"(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  %1 = "ik.tanh"(%y) : (tensor<4xf32>) -> tensor<4xf32>
+  %2, %3 = "ik.fused"(%0, %1) ({
+  ^bb0(%a: tensor<4xf32>, %b: tensor<4xf32>):
+    %4 = "ik.log"(%a) : (tensor<4xf32>) -> tensor<4xf32>
+    %5 = "ik.neg"(%b) : (tensor<4xf32>) -> tensor<4xf32>
+    "ik.yield"(%4, %5) : (tensor<4xf32>, tensor<4xf32>) -> ()
+  }) {kind = "elementwise"} : (tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+  %6 = "ik.cast"(%2) {to = i32} : (tensor<4xf32>) -> tensor<4xi32>
+  "func.return"(%6, %3) : (tensor<4xi32>, tensor<4xf32>) -> ()
+}) {function_type = (tensor<4xf32>, tensor<4xf32>) -> (tensor<4xi32>, tensor<4xf32>), sym_name = "f"} : () -> ()
+"""
+
+
+def test_int_cast_cone_follows_one_result_across_the_region() -> None:
+    """The cast reads the region's first result: its yield (log) and log's region argument's
+    operand (exp) are in the cone, and so is every operand of the fused op (tanh); neg, which
+    only the second result yields, is not."""
+    f = parse_module(FUSED_CAST).entry
+    names = sorted(op.name for op in f.walk() if id(op) in int_cast_cone(f))
+    assert names == ["ik.exp", "ik.fused", "ik.log", "ik.tanh"]

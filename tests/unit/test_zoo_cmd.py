@@ -145,3 +145,21 @@ def test_peak_memory_resets_per_stage() -> None:
     zr.reset_peak()
     after = zr.peak_mb()
     assert after is not None and after < high - 30
+
+
+@pytest.mark.slow
+def test_import_zoo_flax_is_accepted_and_quiet(tmp_path) -> None:
+    """``irkit import zoo-flax:NAME`` (listed in every command's input help) imports the Flax NNX
+    model through the jaxpr importer, and libtpu's TPU-discovery warnings stay off stderr."""
+    pytest.importorskip("flax")
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "gpt2.mlir"
+    env = {k: v for k, v in os.environ.items() if k not in ("IRKIT_VERBOSE", "IRKIT_TRACEBACK")}
+    p = subprocess.run([sys.executable, "-m", "irkit.cli", "import", "zoo-flax:gpt2", "-o", str(out)], env=env,
+                       capture_output=True, text=True, timeout=600, check=False)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stderr == ""
+    assert "ik.matmul" in out.read_text()
