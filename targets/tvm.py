@@ -144,6 +144,14 @@ class _Lowerer:
         if op.name != "ik.cast" and any(v.dtype.is_float8 for v in (*op.operands, *op.results)):
             raise self.refuse(op, "float8 values are supported only by ik.cast here (they travel as float32, "
                                   "and only the cast rounds to them)")
+        if op.results and not self.gpu and all(0 in self.shape(r) for r in op.results):
+            # Only empty results: their values are nothing, so each is a fresh empty tensor.  Computed
+            # from constants, FoldConstant would make it an empty constant, which TVM's executable
+            # cannot load back ("Invalid DLTensor file format").
+            for r in op.results:
+                self.env[id(r)] = self.bb.emit(self.relax.op.builtin.alloc_tensor(
+                    self.relax.ShapeExpr(self.shape(r)), _TVM_DTYPE[r.dtype], 0))
+            return
         outs = rule(self, op, [self.env[id(v)] for v in op.operands])
         if outs is None:  # the rule bound the results itself (a scheduled kernel, a fused region)
             return
@@ -826,7 +834,29 @@ def _cast(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
         return [lw.emit(op, lambda x: lw.topi.not_equal(x, lw.tvm.tirx.const(0, x.dtype)), ins[0])]
     if to.is_float8:
         return [lw.emit(op, lambda x: _to_float8(lw, x, to, bool(op.attrs.get("saturate", False))), ins[0])]
+    if to is DType.bf16 and op.operand(0).dtype in (DType.f32, DType.f16):
+        # TVM's bf16 legalization may keep an f32 -> bf16 -> f32 round trip in f32 without rounding
+        # (when the bf16 value is not stored): round to nearest even here, so the narrowing cast is exact.
+        return [lw.emit(op, lambda x: lw.topi.cast(_round_to_bf16(x), "bfloat16"), ins[0])]
     return [lw.emit(op, lambda x: lw.topi.cast(x, _tvm_dtype(op, to)), ins[0])]
+
+
+def _round_to_bf16(x: Any) -> Any:
+    """``x`` (f32 or f16) rounded to nearest even at bf16 precision, as float32 (NaN stays NaN; f16 widens
+    to f32 exactly, so one rounding)."""
+    from tvm import te, tirx
+
+    def u(v: int) -> Any:
+        return tirx.const(v, "uint32")
+
+    def rnd(*i: Any) -> Any:
+        v = x(*i) if str(x.dtype) == "float32" else tirx.Cast("float32", x(*i))
+        bits = tirx.reinterpret("uint32", v)
+        even = tirx.bitwise_and(tirx.shift_right(bits, u(16)), u(1))
+        r = tirx.reinterpret("float32", tirx.bitwise_and(bits + u(0x7FFF) + even, u(0xFFFF0000)))
+        return tirx.Select(tirx.isnan(v), v, r)
+
+    return te.compute(x.shape, rnd, name="round_to_bf16")
 
 
 def _to_float8(lw: _Lowerer, x: Any, to: DType, saturate: bool) -> Any:
@@ -1394,6 +1424,45 @@ def _cpu_pipeline(target: Any, renamed: dict[str, str] | None = None) -> Any:
     return pipeline
 
 
+def _cuda_pipeline(target: Any, renamed: dict[str, str] | None = None) -> Any:
+    """TVM's default CUDA Relax pipeline with identical PrimFuncs merged after fusion and the
+    DLight schedules (:func:`_dedup_primfuncs`; ``renamed`` receives the merges): the CUDA
+    source then holds each distinct kernel once, and nvcc compiles it once (a 2-layer toy
+    model's two layers lowered to two copies of every kernel).  Dead bindings go first, as in
+    :func:`_cpu_pipeline`, so FoldConstant does not build and run kernels whose results
+    nothing reads."""
+    import tvm
+    from tvm import relax
+    from tvm.relax.backend.cuda import pipeline as cuda
+
+    @tvm.transform.module_pass(opt_level=0)
+    def dedup(mod: Any, _ctx: Any) -> Any:
+        merged: dict[str, str] = {}
+        try:
+            out = _dedup_primfuncs(mod, merged)
+            # Relax DCE keeps a PrimFunc that has a global_symbol (every scheduled kernel has one):
+            # drop the merged copies here; nothing calls them any more
+            for name in merged:
+                if any(gv.name_hint == name for gv in out.get_global_vars()):
+                    del out[out.get_global_var(name)]
+        except Exception:  # noqa: BLE001 - merging is a compile-time saving; a failure compiles every copy
+            return mod
+        if renamed is not None:
+            renamed.update(merged)
+        return out
+
+    @tvm.transform.module_pass(opt_level=0)
+    def pipeline(mod: Any, _ctx: Any) -> Any:
+        with target:
+            seq = tvm.transform.Sequential(
+                [relax.transform.DeadCodeElimination(["main"])]
+                + cuda.library_dispatch_passes(target) + cuda.legalize_passes(target) + [dedup]
+                + cuda.dataflow_lower_passes(target) + cuda.finalize_passes(target))
+            return seq(mod)
+
+    return pipeline
+
+
 class TvmTarget(Target):
     """TVM Relax + hand-scheduled TensorIR."""
 
@@ -1463,7 +1532,8 @@ class TvmTarget(Target):
         try:
             with quiet_native_stderr():  # TVM's code generator warns on fd 2 (unknown pragmas...)
                 ex = tvm.compile(mod, target=target,
-                                 relax_pipeline=_cpu_pipeline(target, renamed) if self.kind == "llvm" else "default")
+                                 relax_pipeline=_cpu_pipeline(target, renamed) if self.kind == "llvm"
+                                 else _cuda_pipeline(target, renamed))
         except Exception as e:  # noqa: BLE001 - TVM's FuseTIR rejects some graphs; build unfused
             renamed.clear()
             info["fusion"] = ("Relax FuseOps/FuseTIR failed here (" + str(e).strip().splitlines()[-1][:200]
@@ -1588,7 +1658,15 @@ class _CpuRunner:
                       "uint16", "uint8", "bool"):
                 npdt = np.dtype(dt)
                 count = int(np.prod(shape, dtype=np.int64))
-                nbytes = max(1, count) * npdt.itemsize  # an empty input still gets one whole element
+                if count == 0:
+                    # An empty input: nothing to copy, but NumPy gives an empty view non-compact strides,
+                    # which the VM rejects ("expected to be compact array"); TVM's own tensor is compact.
+                    arr = np.empty(tuple(shape), npdt)
+                    tensor = tvm.runtime.empty(tuple(shape), dt, tvm.cpu())
+                    self.staging.append(arr)
+                    self.tensors.append(tensor)
+                    continue
+                nbytes = count * npdt.itemsize
                 raw = np.empty(nbytes + 64, np.uint8)
                 off = (-raw.ctypes.data) % 64
                 arr = raw[off:off + nbytes].view(npdt)[:count].reshape(tuple(shape))

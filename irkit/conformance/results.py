@@ -283,6 +283,53 @@ def rounding_judge(float64_outputs: Callable[[], Sequence[Any]],
     return judge
 
 
+class InexactDataJudge:
+    """The second opinion for a suite whose stored outputs may themselves be inexact: when a float
+    output misses the stored one, and the stored one misses the float64 answer (``float64_outputs()``,
+    computed once, on first need, by an independent evaluator) by more than the case's own tolerance,
+    the output is checked against the float64 answer with that tolerance instead.  Where the stored
+    output is within tolerance of the float64 answer, a mismatch stays a mismatch.  ``inexact`` lists
+    (output index, largest |stored - float64|) for each output found inexact, for the case's note."""
+
+    def __init__(self, float64_outputs: Callable[[], Sequence[Any]], tol: Tol) -> None:
+        self.float64_outputs = float64_outputs
+        self.tol = tol
+        self.f64: list[Any] | None = None
+        self.inexact: dict[int, float] = {}
+
+    def reference(self, i: int) -> np.ndarray | None:
+        if self.f64 is None:
+            try:
+                self.f64 = [np.asarray(x) for x in self.float64_outputs()]
+            except Exception:  # noqa: BLE001 - no float64 form: no second opinion
+                self.f64 = []
+        return self.f64[i] if i < len(self.f64) else None
+
+    def __call__(self, i: int, a: np.ndarray, e: np.ndarray) -> bool:
+        from irkit.check import Tolerance, compare
+
+        if a.dtype.kind != "f" or e.dtype.kind != "f":
+            return False
+        x = self.reference(i)
+        if x is None or x.dtype.kind != "f" or x.shape != e.shape or a.shape != e.shape:
+            return False
+        tol = Tolerance(max(self.tol.rtol, _TWO_ULPS.get(e.dtype.name, 0.0)), self.tol.atol)
+        x64 = x.astype(np.float64)
+        stored = compare(e.astype(np.float64), x64, tol, f"output {i}")
+        if stored.ok:
+            return False
+        self.inexact[i] = float(stored.max_abs)
+        return compare(a.astype(np.float64), x64, tol, f"output {i}").ok
+
+    def note(self) -> str:
+        """The reason attached to a case whose stored data was found inexact ('' when none was)."""
+        if not self.inexact:
+            return ""
+        parts = ", ".join(f"output {i} off by {err:.3g}" for i, err in sorted(self.inexact.items()))
+        return (f"checked against the float64 answer: the suite's stored output misses it beyond the case's "
+                f"own tolerance ({parts})")
+
+
 def normwise_close(a: np.ndarray, e: np.ndarray) -> bool:
     """Whether float32 ``a`` is within :data:`NORMWISE_ULPS` ulps of the largest finite ``|e|`` of ``e``
     everywhere, with NaNs and infinities in the same places."""
@@ -363,6 +410,7 @@ def all_rows(case: str, group: str, runners: Iterable[str], status: str, reason:
 
 __all__ = [
     "INTERP",
+    "InexactDataJudge",
     "STATUSES",
     "CaseResult",
     "SuiteResult",

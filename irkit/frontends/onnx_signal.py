@@ -10,7 +10,8 @@ nothing).  The forward transform uses ``exp(-2 pi i j k / n)``, the inverse
 ``exp(+2 pi i j k / n) / n``; ``onesided`` keeps the first ``n // 2 + 1``
 frequencies, and an inverse ``onesided`` transform is numpy's ``irfft``
 (Hermitian extension of the half spectrum, real output).  Twiddles are computed
-in float64 from ``(j * k) mod n`` and rounded once to the input's dtype.
+in float64 from ``(j * k) mod n``; the product runs in float64 (a float16/32
+input is cast up, the result rounded once to the input's dtype).
 
 STFT gathers its frames with a constant index matrix, multiplies by the window
 (a runtime input is fine) and applies the same DFT.  Lengths must be static;
@@ -97,7 +98,18 @@ def apply_dft(cx: Emitter, node: Node, v: Value, shape: tuple[Dim, ...], dtype: 
     moved = [shape[p] for p in perm[:-2]]
     x = v if perm == list(range(rank)) else cx.op("ik.transpose", v, perm=tuple(perm))
     x = cx.op("ik.reshape", x, shape=(*moved, length * c_in))
-    y = cx.op("ik.matmul", x, cx.constant(w.astype(dtype.np), dtype))
+    # The product runs in float64 for narrower floats (cast up, one f64 matmul, cast down), so every
+    # output is the input-dtype rounding of the float64 answer: a float32 product carries both the
+    # matrix's rounding and the float32 accumulation (about 1e-6 relative to the row's magnitude, which
+    # outputs whose exact value is 0 cannot absorb).  A hi/lo split of the input and the matrix would
+    # fix only the products, not the float32 accumulation, so it is not float64-accurate; float64 is
+    # lowered by every CPU target (reference, ort, tvm-llvm, xla-cpu under ``jax.enable_x64``).
+    acc = DType.f64 if dtype.is_float else dtype
+    if acc is not dtype:
+        x = cx.op("ik.cast", x, to=acc)
+    y = cx.op("ik.matmul", x, cx.constant(w.astype(acc.np), acc))
+    if acc is not dtype:
+        y = cx.op("ik.cast", y, to=dtype)
     y = cx.op("ik.reshape", y, shape=(*moved, out_len, c_out))
     back = list(range(rank - 2))
     back.insert(axis, rank - 2)
