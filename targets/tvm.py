@@ -1374,6 +1374,12 @@ def _dedup_primfuncs(mod: Any, renamed: dict[str, str] | None = None) -> Any:
     entries = [gv.name_hint for gv, f in mod.functions.items()
                if isinstance(f, relax.Function) and f.attrs is not None and "global_symbol" in f.attrs]
     out = relax.transform.DeadCodeElimination(entries or ["main"])(out)
+    # Relax's DCE keeps a PrimFunc that has a global_symbol (every scheduled kernel has one): drop
+    # the merged copies here, nothing calls them any more, or LLVM would still compile each
+    names = {gv.name_hint for gv in out.get_global_vars()}
+    for name in remap:
+        if name in names:
+            del out[out.get_global_var(name)]
     if renamed is not None:
         renamed.update({k: v.name_hint for k, v in remap.items()})
     return out

@@ -47,6 +47,12 @@ def test_tvm_merges_identical_layers_and_binds_weights(model) -> None:
     per_layer = [k for k in art.kernels if k.kind == "scheduled TensorIR"]
     fns = [f for k in per_layer for f in k.extra["functions"]]
     assert len(set(fns)) < len(fns)
+    # and the merged copies are gone from the module LLVM compiles (not just no longer called)
+    ll = art.files.get("kernels.ll", "")
+    copies = [k.name for k in per_layer if k.name not in k.extra["functions"]]
+    assert copies and ll
+    assert not [c for c in copies if f"@__tvm_ffi_{c}(" in ll], copies  # the entry TVM emits per kernel
+    assert all(f"@__tvm_ffi_{f}(" in ll for f in set(fns))
     # weights are parameters bound by the runner, not constants of the executable
     assert art.info.get("weight_params", 0) >= 2 * 4, art.info
     _check(t.run(art, xs), want, m)
