@@ -38,8 +38,8 @@ def _commit() -> str:
                               check=True).stdout.strip()
         # The report itself is rewritten as the run goes: it does not make the code "changed".
         dirty = "\n".join(ln for ln in subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
-            text=True).stdout.splitlines() if not ln.endswith("RELIABILITY.md")).strip()
+            ["git", "--no-optional-locks", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+            capture_output=True, text=True).stdout.splitlines() if not ln.endswith("RELIABILITY.md")).strip()
         return head + (" with local changes" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown commit"
@@ -76,12 +76,16 @@ def stage_graphs(args: argparse.Namespace, progress: Callable[[list[str]], None]
     done: dict[str, tuple[bool, float, str]] = {}
     commit_of: dict[str, str] = {}
     ran: dict[str, int] = {}  # examples Hypothesis reports as run and passed
+    kinds: dict[str, dict[str, int]] = {}  # graphs with each special kind, per property
     if args.resume:  # properties that passed with the same count keep their row (and its commit)
+        previous_kinds = _previous_kinds(Path(args.out))
         for test, n, sec, commit, drawn in _previous_passes(Path(args.out)):
             if test in tests and n == graphs_of(test):
                 done[test], commit_of[test] = (True, sec, ""), commit
                 if drawn is not None:
                     ran[test] = drawn
+                if test in previous_kinds:
+                    kinds[test] = previous_kinds[test]
     resumed = len(done)
     head_commit = _commit()
 
@@ -94,8 +98,10 @@ def stage_graphs(args: argparse.Namespace, progress: Callable[[list[str]], None]
                                env=dict(env, IRKIT_FUZZ_STATS=str(stats)), capture_output=True, text=True,
                                cwd=ROOT)
             counts = stats.read_text().split() if stats.exists() else []
-        if len(counts) == 2 and counts[1].isdigit():
+        if len(counts) >= 2 and counts[1].isdigit():
             ran[test] = int(counts[1])
+            kinds[test] = {k.replace("_", " "): int(n) for k, _, n in (c.partition("=") for c in counts[2:])
+                           if n.isdigit()}
         done[test] = (r.returncode == 0, time.perf_counter() - s0, (r.stdout + r.stderr)[-4000:])
         commit_of[test] = head_commit
         progress(render())
@@ -120,6 +126,7 @@ def stage_graphs(args: argparse.Namespace, progress: Callable[[list[str]], None]
                 lines.append(f"| {test} | {n} | not run yet | | |")
         failed = [t for t, (ok, _, _) in done.items() if not ok]
         lines.append(f"\n{len(done) - len(failed)} passed, {len(failed)} failed, {len(tests) - len(done)} not run.\n")
+        lines += _kinds_table([t for t in tests if t in kinds], kinds)
         for t in failed:
             lines.append(f"`{t}`:\n```\n{done[t][2]}\n```\n")
         return lines
@@ -128,6 +135,53 @@ def stage_graphs(args: argparse.Namespace, progress: Callable[[list[str]], None]
         list(ex.map(one, [t for t in tests if t not in done]))
     lines = render(final=True)
     return lines, all(ok for ok, _, _ in done.values()) and len(done) == len(tests)
+
+
+KINDS = ("nan", "+inf", "-inf", "negative index", "boundary index", "fully masked row", "empty dim",
+         "non-finite output")
+KINDS_HEAD = "| property | " + " | ".join(KINDS) + " |"
+
+
+def _kinds_table(tests: list[str], kinds: dict[str, dict[str, int]]) -> list[str]:
+    """How many of each property's drawn graphs held each special kind (a property that does not
+    run the oracle has no "non-finite output" count)."""
+    if not tests:
+        return []
+    lines = ["Special values: of the graphs drawn for each property, how many held a NaN, +Inf or -Inf "
+             "element, a gather index that is negative or on the boundary (n-1, -1, -n), an attention "
+             "query row with no key, a zero-size tensor; and how many had a NaN or infinity in the float64 "
+             "oracle's outputs.\n", KINDS_HEAD, "|---|" + "---:|" * len(KINDS)]
+    for t in tests:
+        k = kinds[t]
+        cells = [str(k[n]) if n in k and not (n == "non-finite output" and t in _NO_ORACLE) else ""
+                 for n in KINDS]
+        lines.append(f"| {t} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+# Properties that never run the float64 oracle (their "non-finite output" cell stays empty).
+_NO_ORACLE = ("test_print_parse_round_trip", "test_canonicalize_idempotent")
+
+
+def _previous_kinds(path: Path) -> dict[str, dict[str, int]]:
+    """The special-kind counts of an earlier report's table, by property."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return {}
+    out: dict[str, dict[str, int]] = {}
+    inside = False
+    for ln in lines:
+        if ln.strip() == KINDS_HEAD:
+            inside = True
+            continue
+        if inside and not ln.startswith("|"):
+            inside = False
+        if inside and not ln.startswith("|---"):
+            cells = [c.strip() for c in ln.strip().strip("|").split("|")]
+            if len(cells) == len(KINDS) + 1:
+                out[cells[0]] = {k: int(c) for k, c in zip(KINDS, cells[1:]) if c.isdigit()}
+    return out
 
 
 def _previous_passes(path: Path) -> list[tuple[str, int, float, str, int | None]]:

@@ -486,9 +486,9 @@ class _Exporter:
         mx = nd("Where", [finite, zero, mx], owner=op)[0]
         e = nd("Exp", [nd("Sub", [s, mx], owner=op)[0]], owner=op)[0]
         den = nd("ReduceSum", [e, self.const(np.array([-1], np.int64))], owner=op, keepdims=1)[0]
-        pos = nd("Greater", [den, zero], owner=op)[0]
+        none = nd("Equal", [den, zero], owner=op)[0]  # no visible key: zeros (a NaN sum stays NaN)
         one = self.const(np.array(1, dt), "one")
-        p = nd("Div", [e, nd("Where", [pos, den, one], owner=op)[0]], owner=op)[0]
+        p = nd("Div", [e, nd("Where", [none, one, den], owner=op)[0]], owner=op)[0]
         return nd("MatMul", [p, v], owner=op)
 
 

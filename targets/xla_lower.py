@@ -498,11 +498,22 @@ def _argmax(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
 
 
 def _finite_max(x: Any, axis: int) -> Any:
-    """Row max with non-finite maxima replaced by 0, as the reference's softmax does."""
+    """Row max with non-finite maxima replaced by 0, as the reference's attention does (a fully
+    masked row is zeros)."""
     import jax.numpy as jnp
 
     m = jnp.max(x, axis=axis, keepdims=True)
     return jnp.where(jnp.isfinite(m), m, _scalar(0, m.dtype))
+
+
+def _exp_keeping_nan(z: Any) -> Any:
+    """``exp(z)`` with NaN kept NaN: XLA:CPU (jax 0.10) compiles the exp of a softmax row
+    (max, subtract, exp, sum, scale) so that a NaN element comes out finite, which hides the
+    NaN from the row; exp never sees a NaN here."""
+    import jax.numpy as jnp
+
+    nan = jnp.isnan(z)
+    return jnp.where(nan, z, jnp.exp(jnp.where(nan, _scalar(0, z.dtype), z)))
 
 
 @rule("ik.softmax")
@@ -511,7 +522,8 @@ def _softmax(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
 
     x = _compute(xs[0])
     ax = normalize_axis(ctx.attrs(op).get("axis", -1), x.ndim)
-    e = jnp.exp(x - _finite_max(x, ax))
+    # the plain row max, as the op's definition: a row holding +Inf is all NaN (Inf - Inf)
+    e = _exp_keeping_nan(x - jnp.max(x, axis=ax, keepdims=True))
     return [(e / jnp.sum(e, axis=ax, keepdims=True)).astype(ctx.out_dtype(op))]
 
 
@@ -521,8 +533,8 @@ def _log_softmax(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
 
     x = _compute(xs[0])
     ax = normalize_axis(ctx.attrs(op).get("axis", -1), x.ndim)
-    z = x - _finite_max(x, ax)
-    return [(z - jnp.log(jnp.sum(jnp.exp(z), axis=ax, keepdims=True))).astype(ctx.out_dtype(op))]
+    z = x - jnp.max(x, axis=ax, keepdims=True)
+    return [(z - jnp.log(jnp.sum(_exp_keeping_nan(z), axis=ax, keepdims=True))).astype(ctx.out_dtype(op))]
 
 
 def _by_name(op: Op, xs: list[Any]) -> dict[str, Any]:
@@ -770,16 +782,16 @@ def _attention(ctx: RuleContext, op: Op, xs: list[Any]) -> list[Any]:
         tri = jnp.arange(sk)[None, :] <= jnp.arange(sq)[:, None]
         keep = tri if keep is None else keep & tri
     if keep is None and bias is None:
-        e = jnp.exp(s - _finite_max(s, -1))
+        e = _exp_keeping_nan(s - _finite_max(s, -1))
         p = e / jnp.sum(e, axis=-1, keepdims=True)
     else:  # a bias alone may put -inf on every key of a row: that row is zeros too
         if keep is not None:
             s = jnp.where(keep, s, _scalar(-np.inf, acc))
-        e = jnp.exp(s - _finite_max(s, -1))
+        e = _exp_keeping_nan(s - _finite_max(s, -1))
         if keep is not None:
             e = jnp.where(keep, e, _scalar(0, acc))
         den = jnp.sum(e, axis=-1, keepdims=True)
-        pos = den > 0
+        pos = den != 0  # a NaN sum stays NaN
         p = jnp.where(pos, e / jnp.where(pos, den, _scalar(1, acc)), _scalar(0, acc))
     o = jnp.einsum(
         "bhgqk,bhkd->bhgqd", p, v.astype(acc), precision=prec, preferred_element_type=acc

@@ -842,8 +842,8 @@ def _softmax_ref(xs, a, ctx):
     x = _f(xs[0])
     ax = a.get("axis", -1)
     with np.errstate(all="ignore"):
+        # a row holding +Inf is all NaN, as in torch, JAX and onnxruntime (Inf - Inf)
         m = np.max(x, axis=ax, keepdims=True)
-        m = np.where(np.isfinite(m), m, 0)
         e = np.exp(x - m)
         r = e / np.sum(e, axis=ax, keepdims=True)
     return [_out(r, ctx.out_types[0].dtype)]
@@ -854,7 +854,6 @@ def _log_softmax_ref(xs, a, ctx):
     ax = a.get("axis", -1)
     with np.errstate(all="ignore"):
         m = np.max(x, axis=ax, keepdims=True)
-        m = np.where(np.isfinite(m), m, 0)
         r = x - m - np.log(np.sum(np.exp(x - m), axis=ax, keepdims=True))
     return [_out(r, ctx.out_types[0].dtype)]
 
@@ -1401,7 +1400,8 @@ def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.nd
         m = np.where(np.isfinite(m), m, 0)
         e = np.where(keep, np.exp(s - m), 0)
         den = np.sum(e, axis=-1, keepdims=True)
-        p = np.where(den > 0, e / np.where(den > 0, den, 1), 0)
+        # a row with no visible key (sum 0) is zeros; a NaN anywhere in the row stays NaN
+        p = np.where(den == 0, 0, e / np.where(den == 0, 1, den))
     return np.matmul(p, v.astype(acc))
 
 

@@ -65,6 +65,7 @@ from .common import (
     is_gpu,
     largest_divisor,
     simd_lanes,
+    softmax_weight,
 )
 
 DTYPES = ("float32", "float16", "bfloat16")
@@ -377,13 +378,8 @@ def _build_cpu(spec: _Spec, tq: int, tk: int, lanes: int, name: str) -> tirx.Pri
                         with T.serial(0, tk // vec_k) as jo:
                             with T.vectorized(0, vec_k) as jv:
                                 j = jo * vec_k + jv
-                                sv = srow[j]
-                                # exactly 0 for masked keys (fast_exp clamps -inf to ~0)
-                                _store(
-                                    srow,
-                                    tirx.Select(sv == neg_inf, f32(0.0), fast_exp(sv - m[i])),
-                                    j,
-                                )
+                                # exactly 0 for masked keys, NaN for +Inf - +Inf
+                                _store(srow, softmax_weight(srow[j], m[i]), j)
                         _store(red, f32(0.0), 0)
                         with T.serial(0, tk) as j:
                             _store(red, red[0] + srow[j], 0)
@@ -490,8 +486,7 @@ def _build_cuda(spec: _Spec, tq: int, tk: int, name: str) -> tirx.PrimFunc:
                         with T.serial(0, d, unroll=True) as dd:
                             _store(acc, acc[dd] * st[2], dd)
                         with T.serial(0, tk, unroll=True) as j:
-                            p = tirx.Select(s[j] == neg_inf, f32(0.0), fast_exp(s[j] - st[0]))
-                            _store(s, p, j)
+                            _store(s, softmax_weight(s[j], st[0]), j)
                             _store(st, st[1] + s[j], 1)
                             with T.serial(0, d, unroll=True) as dd:
                                 _store(acc, acc[dd] + s[j] * vs[j, dd], dd)
@@ -502,8 +497,9 @@ def _build_cuda(spec: _Spec, tq: int, tk: int, name: str) -> tirx.PrimFunc:
 
 
 def _normalise(acc: Any, lsum: Any, dtype: str) -> Any:
-    """``acc / lsum`` as ``dtype``; 0 where no key was visible (``lsum == 0``), not 0/0 = NaN."""
-    return tirx.Select(lsum > f32(0.0), acc / lsum, f32(0.0)).astype(dtype)
+    """``acc / lsum`` as ``dtype``; 0 where no key was visible (``lsum == 0``), not 0/0 = NaN (a NaN
+    sum stays NaN)."""
+    return tirx.Select(lsum == f32(0.0), f32(0.0), acc / lsum).astype(dtype)
 
 
 def reference(
@@ -546,5 +542,5 @@ def reference(
         mx = np.where(np.isneginf(mx), 0, mx)
         e = np.exp(s - mx)
         den = e.sum(axis=-1, keepdims=True)
-        p = np.where(den > 0, e / np.where(den > 0, den, 1), 0)  # a fully masked row gives zeros
+        p = np.where(den == 0, 0, e / np.where(den == 0, 1, den))  # a fully masked row gives zeros
     return np.einsum("bhij,bhjd->bhid", p, v)

@@ -43,7 +43,7 @@ def prefix_attention(b: int, hq: int, hkv: int, s: int, t: int, d: int, dv: int,
     ``pos`` is rank 0 or ``[b]``.  Work and memory traffic scale with the position, not ``t``."""
     import math
 
-    from irkit.targets.tvm_kernels.common import f32, fast_exp, largest_divisor
+    from irkit.targets.tvm_kernels.common import f32, fast_exp, largest_divisor, softmax_weight
     from tvm import tirx
     from tvm.script.ir_builder import IRBuilder
     from tvm.tirx.script.builder import ir as T
@@ -104,7 +104,7 @@ def prefix_attention(b: int, hq: int, hkv: int, s: int, t: int, d: int, dv: int,
                     st(red, fast_exp(red[0] - m_new), 3)
                     st(red, m_new, 0)
                     with T.vectorized(0, tk) as j:
-                        st(srow, tirx.Select(srow[j] == neg_inf, f32(0.0), fast_exp(srow[j] - red[0])), j)
+                        st(srow, softmax_weight(srow[j], red[0]), j)
                     st(red, f32(0.0), 2)
                     with T.serial(0, tk) as j:
                         st(red, red[2] + srow[j], 2)

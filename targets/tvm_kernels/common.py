@@ -20,6 +20,7 @@ contains AVX-512 instructions.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import shutil
 import subprocess
@@ -344,9 +345,11 @@ def cuda_to_ptx(
 ) -> tuple[str, str]:
     """Compile CUDA source to PTX with nvcc (no GPU needed) and run ptxas on it.
 
-    Returns ``(ptx_text, ptxas_verbose)``; the ptxas report (``ptxas=True``, a second nvcc run
-    to a cubin) gives registers, spills and shared memory per kernel, which is how a schedule
-    is checked against the SM limits without a GPU.
+    Returns ``(ptx_text, ptxas_verbose)``; the ptxas report (``ptxas=True``) gives registers,
+    spills and shared memory per kernel, which is how a schedule is checked against the SM limits
+    without a GPU. The CUDA source goes through nvcc's front end once: ptxas assembles the PTX
+    just written (compiling the ``.cu`` again to a cubin parsed and optimised it a second time,
+    half of the whole run).
     TVM's own build path compiles through NVRTC to a cubin and does not keep the PTX, hence the
     separate nvcc run.
     """
@@ -374,9 +377,7 @@ def cuda_to_ptx(
             f"-arch={arch}",
             "-Xptxas",
             "-v",
-            "-O3",
-            "-std=c++17",
-            cu,
+            out,
             "-o",
             cubin,
         ]
@@ -420,6 +421,18 @@ def f32(value: float) -> tirx.PrimExpr:
 
 
 LOWEST_F32 = float(np.finfo(np.float32).min)
+
+
+def softmax_weight(s: tirx.PrimExpr, m: tirx.PrimExpr) -> tirx.PrimExpr:
+    """An online softmax's ``exp(s - m)`` for score ``s`` against the running row max ``m``, with
+    the float64 reference's edges (``ik.attention``: the max of a row is taken as 0 where it is not
+    finite, and a row whose sum is 0 is zeros): exactly 0 for a masked key (``s == -inf``, which
+    :func:`fast_exp` would clamp to ~0); +Inf for a score of +Inf (``exp(inf - 0)``; the row then
+    comes out NaN, Inf/Inf); NaN for a NaN score (the row is NaN). ``fast_exp`` alone clamps both
+    of the last two to finite weights."""
+    inf = tirx.const(math.inf, "float32")
+    z = s - m
+    return tirx.Select(s == -inf, f32(0.0), tirx.Select(s == inf, inf, tirx.Select(tirx.isnan(z), z, fast_exp(z))))
 
 
 def fast_exp(x: tirx.PrimExpr) -> tirx.PrimExpr:

@@ -747,8 +747,8 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, bias: Tensor
     rj2 = te.reduce_axis((0, sk), "j2")
     den = te.compute([b, h, sq], lambda bi, hi, i: te.sum(e[bi, hi, i, rj2], axis=rj2), name="den")
     zero = const(0.0, acc)
-    p = te.compute(full, lambda bi, hi, i, j: tirx.Select(den[bi, hi, i] > zero, e[bi, hi, i, j] / den[bi, hi, i],
-                                                           zero), name="probs")
+    p = te.compute(full, lambda bi, hi, i, j: tirx.Select(den[bi, hi, i] == zero, zero,
+                                                           e[bi, hi, i, j] / den[bi, hi, i]), name="probs")
     rj3 = te.reduce_axis((0, sk), "j3")
     out = te.compute([b, h, sq, dv], lambda bi, hi, i, c: te.sum(
         p[bi, hi, i, rj3] * tirx.Cast(acc, v[bi, hi // group, rj3, c]), axis=rj3), name="pv")

@@ -12,6 +12,7 @@ runs 10,000 and records the counts in RELIABILITY.md).
 from __future__ import annotations
 
 import os
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -21,7 +22,7 @@ from irkit.check import compare_all, module_tolerance
 from irkit.interp import random_inputs, run
 from irkit.ir import verify
 from irkit.passmanager import PASSES, PassContext, load_builtin_passes, make_pass
-from irkit.testing.strategies import modules
+from irkit.testing.strategies import SPECIAL_KINDS, drawn_kinds, modules
 from irkit.text import parse_module, print_module
 
 N = int(os.environ.get("IRKIT_FUZZ_EXAMPLES", "500"))
@@ -31,13 +32,22 @@ SETTINGS = settings(max_examples=N, deadline=None, derandomize=True,
 load_builtin_passes()
 PASS_NAMES = sorted(PASSES)
 
-# Graphs each property ran, for `make fuzz`'s report (IRKIT_FUZZ_STATS names the file it appends to).
+# Graphs each property ran, and how many of them held each special kind, for `make fuzz`'s report
+# (IRKIT_FUZZ_STATS names the file it appends to: "<test> <drawn> <kind>=<graphs> ...").
 _DRAWN = [0]
+_KIND_COUNTS: Counter[str] = Counter()
 
 
 def _count(m):
     _DRAWN[0] += 1
+    _KIND_COUNTS.update(drawn_kinds(m))
     return m
+
+
+def _oracle_seen(outs) -> None:  # type: ignore[no-untyped-def]
+    """Counts the graphs whose float64 oracle returned a NaN or an infinity somewhere."""
+    if any(o.dtype.kind == "f" and not np.isfinite(o).all() for o in outs):
+        _KIND_COUNTS["non-finite output"] += 1
 
 
 GRAPHS = modules().map(_count)
@@ -46,11 +56,13 @@ GRAPHS = modules().map(_count)
 @pytest.fixture(autouse=True)
 def _report_graphs(request):
     _DRAWN[0] = 0
+    _KIND_COUNTS.clear()
     yield
     path = os.environ.get("IRKIT_FUZZ_STATS")
     if path:
+        kinds = "".join(f" {k.replace(' ', '_')}={_KIND_COUNTS[k]}" for k in (*SPECIAL_KINDS, "non-finite output"))
         with open(path, "a") as f:
-            f.write(f"{request.node.name} {_DRAWN[0]}\n")
+            f.write(f"{request.node.name} {_DRAWN[0]}{kinds}\n")
 
 
 @SETTINGS
@@ -87,6 +99,7 @@ def test_pass_preserves_semantics(name: str) -> None:
         xs = random_inputs(m.entry, seed=1)
         before = run(m, xs)
         oracle = run(m, xs, float64=True)
+        _oracle_seen(oracle)
         after_m = m.clone()
         p.run(after_m, PassContext())
         verify(after_m)
@@ -133,6 +146,7 @@ def test_pipeline_preserves_semantics(pipeline: str) -> None:
         note(print_module(m))
         xs = random_inputs(m.entry, seed=2)
         oracle = run(m, xs, float64=True)
+        _oracle_seen(oracle)
         after_m = m.clone()
         run_pipeline(after_m, PIPELINES[pipeline], verify_each=True)
         after = run(after_m, xs)
@@ -176,6 +190,7 @@ def test_target_matches_oracle(target: str, pipeline: str) -> None:
         note(print_module(m))
         xs = random_inputs(m.entry, seed=3)
         oracle = run(m, xs, float64=True)
+        _oracle_seen(oracle)
         lowered = m.clone()
         if pipeline != "none":
             run_pipeline(lowered, PIPELINES[pipeline])
