@@ -7,7 +7,12 @@ same inputs and the same number of threads:
 - ``ort-file``: onnxruntime on that ONNX file, ``ORT_ENABLE_ALL`` (the baseline of every ratio);
 - ``irkit/tvm-llvm``, ``irkit/xla-cpu``, ``irkit/ort``: the file imported into irkit
   (``irkit.frontends.onnx.import_onnx``), the optimising pipeline (``PIPELINE``), then the target;
-- ``torch-eager``: the torch module under ``torch.inference_mode``.
+- ``torch-eager``: the torch module under ``torch.inference_mode``;
+- ``torch-compile``: ``torch.compile(module)`` (Inductor's default mode, C++ kernels on CPU), compiled
+  on the first call (its compile time is recorded, not timed).
+
+The last column, ``irkit best / peer best``, is the fastest irkit target over the fastest peer
+(ort-file, torch-eager, torch-compile) in the same cell.
 
 Threads: each thread count runs in its own process, because TVM and XLA read theirs once at start
 (``TVM_NUM_THREADS``, ``XLA_FLAGS``); onnxruntime gets ``intra_op_num_threads``, torch
@@ -44,7 +49,8 @@ PIPELINE = ("canonicalize,fuse-attention,fuse-norm,fuse-activation,fuse-elementw
             "tile-matmul{target=host-cpu}")
 MODELS = ("gpt2", "llama", "qwen2", "mistral", "bert", "distilbert", "vit", "clip", "whisper_encoder")
 QUICK_MODELS = ("gpt2", "bert", "vit", "whisper_encoder")
-ENGINES = ("ort-file", "irkit/tvm-llvm", "irkit/xla-cpu", "irkit/ort", "torch-eager")
+ENGINES = ("ort-file", "irkit/tvm-llvm", "irkit/xla-cpu", "irkit/ort", "torch-eager", "torch-compile")
+PEERS = ("ort-file", "torch-eager", "torch-compile")
 FIXED_INPUT = ("vision", "audio")
 """Families whose inputs keep the model's own size (images, mel frames): only the batch varies."""
 
@@ -149,6 +155,20 @@ def worker(args: argparse.Namespace) -> None:
                         with torch.inference_mode():
                             return module(*inputs).numpy()
                     fns["torch-eager"] = eager
+                if "torch-compile" in engines_wanted:
+                    try:
+                        cmod = torch.compile(module)
+                        t0 = time.perf_counter()
+                        with torch.inference_mode():
+                            cmod(*inputs)
+                        rec["engines"].setdefault("torch-compile", {})["compile_s"] = time.perf_counter() - t0
+
+                        def compiled(cmod: Any = cmod, inputs: Any = inputs) -> Any:
+                            with torch.inference_mode():
+                                return cmod(*inputs).numpy()
+                        fns["torch-compile"] = compiled
+                    except Exception as e:  # noqa: BLE001 - a peer failing is a table entry
+                        rec["engines"].setdefault("torch-compile", {})["error"] = str(e).strip().splitlines()[0][:160]
                 for eng, fn in list(fns.items()):
                     try:
                         got = fn()
@@ -220,9 +240,10 @@ def overhead_table(calls: int = 3000) -> str:
 
 
 def table(records: list[dict[str, Any]], engines: list[str]) -> str:
-    head = "| model | B | S | threads | " + " | ".join(engines) + " |"
-    lines = [head, "|" + "---|" * (4 + len(engines))]
+    head = "| model | B | S | threads | " + " | ".join(engines) + " | irkit best / peer best |"
+    lines = [head, "|" + "---|" * (5 + len(engines))]
     ratios: dict[str, list[float]] = {e: [] for e in engines}
+    best_ratios: list[float] = []
     for r in records:
         base = r["engines"].get("ort-file", {}).get("median_s")
         cells = []
@@ -243,6 +264,13 @@ def table(records: list[dict[str, Any]], engines: list[str]) -> str:
             if v.get("max_abs_diff") is not None and e != "ort-file":
                 c += f" (Δ {v['max_abs_diff']:.1e})"
             cells.append(c)
+        mine = [v["median_s"] for e, v in r["engines"].items() if e.startswith("irkit/") and "median_s" in v]
+        peer = [v["median_s"] for e, v in r["engines"].items() if e in PEERS and "median_s" in v]
+        if mine and peer:
+            best_ratios.append(min(mine) / min(peer))
+            cells.append(f"**{best_ratios[-1]:.2f}x**")
+        else:
+            cells.append("-")
         lines.append(f"| {r['model']} | {r['batch']} | {r['seq'] or '-'} | {r['threads']} | " + " | ".join(cells) + " |")
     import math
 
@@ -250,7 +278,9 @@ def table(records: list[dict[str, Any]], engines: list[str]) -> str:
     for e in engines:
         rs = ratios[e]
         geo.append(f"{math.exp(sum(math.log(x) for x in rs) / len(rs)):.2f}x" if rs else "-")
-    lines.append("| **geomean vs ort-file** | | | | " + " | ".join(geo) + " |")
+    best = (f"{math.exp(sum(math.log(x) for x in best_ratios) / len(best_ratios)):.2f}x "
+            f"(max {max(best_ratios):.2f}x)" if best_ratios else "-")
+    lines.append("| **geomean vs ort-file** | | | | " + " | ".join(geo) + f" | {best} |")
     return "\n".join(lines) + "\n"
 
 
@@ -288,9 +318,9 @@ def main() -> int:
     res = Path(tempfile.mkdtemp(prefix="hf_speed_res_")) / "records.jsonl"
     t_start = time.perf_counter()
     wanted = args.engines.split(",")
-    # torch runs in a process of its own: its OpenMP workers and TVM's/onnxruntime's spinning pools
+    # torch (eager and compiled) runs in a process of its own: its OpenMP workers and TVM's/onnxruntime's spinning pools
     # starve each other on a small machine (torch eager measured 100x slower when they shared one).
-    groups = [[e for e in wanted if e != "torch-eager"], [e for e in wanted if e == "torch-eager"]]
+    groups = [[e for e in wanted if not e.startswith("torch-")], [e for e in wanted if e.startswith("torch-")]]
     for n in dict.fromkeys(threads):
         env = dict(os.environ, TVM_NUM_THREADS=str(n), OMP_NUM_THREADS=str(n),
                    XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=" +

@@ -378,6 +378,26 @@ class _Exporter:
         out = self.reshape(out, [bq, sq, hq * dv], [bq, sq, hq, dv], op)
         return [self.transpose(out, [0, 2, 1, 3], op)]  # cancels against the head merge that follows
 
+    def unlowest(self, v: Value, x: str, op: Op) -> str:
+        """An additive attention bias ``x`` (of value ``v``) with its dtype's lowest finite value moved one
+        step up.  onnxruntime's opset-23 Attention kernel takes a bias equal to the lowest finite value
+        as a masked key (its MultiHeadAttention does not), so a row biased to it throughout comes back zeros; ``ik.attention``
+        (like torch and the ONNX reference) adds it like any other number, which leaves a uniform row
+        (what masking with ``finfo.min``, as DeBERTa does, gives on padded query rows).  One step up is
+        never read as masked and rounds the same way when added to a score.  A constant bias without
+        that value is left as it is."""
+        dt = v.type.dtype
+        if dt is DType.bf16 or not dt.is_float or dt.is_float8:
+            return x
+        low = np.finfo(dt.np).min
+        p = v.producer
+        if p is not None and p.name == "ik.constant" and not (np.asarray(p.attrs["value"].array) == low).any():
+            return x
+        at = self.const(np.array(low, dt.np), "lowest")
+        up = self.const(np.nextafter(np.array(low, dt.np), np.array(0, dt.np)), "above_lowest")
+        eq = self.node("Equal", [x, at], owner=op)[0]
+        return self.node("Where", [eq, up, x], owner=op)[0]
+
     @staticmethod
     def rows_all_live(v: Value, is_mask: bool) -> bool:
         """Whether ``v``, an attention mask or bias, is a constant that leaves every query row a live key
@@ -417,7 +437,7 @@ class _Exporter:
                 assert mv is not None
                 ms = [1] * max(0, 4 - mv.type.rank) + self.shape(mv.type)
                 full = self.const(np.array([ms[0], ms[1], sq, sk], np.int64), "mask_shape")
-                small = mask or bias
+                small = mask or self.unlowest(mv, bias, op)  # type: ignore[arg-type]
                 extra = self.node("Expand", [small, full], owner=op)  # type: ignore[list-item]
             out = self.node("Attention", ins[:3] + extra, owner=op, scale=scale, is_causal=int(causal))
             mv = n.get("mask") if mask is not None else n.get("bias")

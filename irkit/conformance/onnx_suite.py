@@ -225,6 +225,8 @@ def tvm_outputs(out: Any) -> list[np.ndarray]:
     """A Relax VM result (a tensor, or nested tuples of them) as a flat list of arrays."""
     if hasattr(out, "numpy"):
         return [out.numpy()]
+    if type(out).__name__ in ("Shape", "ShapeTuple"):  # a Relax shape value is one int64 tensor, not N scalars
+        return [np.asarray(list(out), np.int64)]
     if isinstance(out, (int, float, bool, np.generic)):
         return [np.asarray(out)]
     flat: list[np.ndarray] = []

@@ -11,9 +11,11 @@ transformers documents for torch.export.  The ``.pt2`` is written with
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,9 +69,40 @@ def export_module_pt2(module: Any, inputs: tuple[Any, ...], dyn: Any, path: str 
     return ZooExport(Path(path), dynamic, time.perf_counter() - t0, note)
 
 
+@contextlib.contextmanager
+def _onnx_exportable_experts(module: Any) -> Iterator[None]:
+    """Mixture-of-experts layers as batched matmuls while exporting to ONNX.
+
+    transformers 5 runs MoE experts through ``grouped_mm`` by default, which torch.export keeps as
+    the custom op ``transformers.grouped_mm_fallback`` (the torch frontend imports it) but the
+    dynamo ONNX exporter has no translation for.  Its ``batched_mm`` implementation (gather each
+    token's expert weights, then ``bmm``) computes the same function from standard ops, so the
+    export switches to it and restores the model's own choice afterwards."""
+    saved: list[tuple[Any, Any]] = []
+    seen: set[int] = set()
+    for m in module.modules():
+        cfg = getattr(m, "config", None)
+        if (type(m).__name__.endswith("Experts") and cfg is not None and id(cfg) not in seen
+                and getattr(cfg, "_experts_implementation", "batched_mm") != "batched_mm"):
+            seen.add(id(cfg))
+            saved.append((cfg, cfg._experts_implementation))
+            cfg._experts_implementation = "batched_mm"
+    try:
+        yield
+    finally:
+        for cfg, impl in saved:
+            cfg._experts_implementation = impl
+
+
 def export_module_onnx(module: Any, inputs: tuple[Any, ...], dyn: Any, path: str | os.PathLike[str], *,
                        label: str = "model") -> ZooExport:
     """``torch.onnx.export(dynamo=True)`` of ``module`` (dynamic dims ``dyn``, else static) to ``path``."""
+    with _onnx_exportable_experts(module):
+        return _export_module_onnx(module, inputs, dyn, path, label=label)
+
+
+def _export_module_onnx(module: Any, inputs: tuple[Any, ...], dyn: Any, path: str | os.PathLike[str], *,
+                        label: str) -> ZooExport:
     from irkit.testing.onnx_export import export_onnx
 
     t0 = time.perf_counter()

@@ -130,3 +130,22 @@ def test_factory_imports_with_named_dims() -> None:
     got = run(m, [ids.numpy(), mask.numpy()])
     c = compare(got[0], want, module_tolerance(m))
     assert c.ok, c.describe()
+
+
+def test_moe_experts_export_to_onnx_as_batched_matmuls_and_keep_their_own_choice() -> None:
+    """The dynamo ONNX exporter has no translation for transformers' ``grouped_mm`` experts: while
+    exporting, every MoE ``*Experts`` layer computes through ``batched_mm`` (the same function from
+    standard ops), and the model's own choice comes back afterwards, also when the export fails."""
+    from irkit.zoo.export import _onnx_exportable_experts
+
+    module, inputs, _, want = _built("mixtral")
+    cfgs = {id(m.config): m.config for m in module.modules() if type(m).__name__.endswith("Experts")}
+    assert cfgs, "mixtral toy has no experts layer"
+    before = {k: c._experts_implementation for k, c in cfgs.items()}
+    assert set(before.values()) != {"batched_mm"}  # transformers' default is another kernel
+    with pytest.raises(RuntimeError, match="stop"), _onnx_exportable_experts(module):
+        assert {c._experts_implementation for c in cfgs.values()} == {"batched_mm"}
+        with torch.no_grad():  # the same function: the eager output does not move
+            np.testing.assert_allclose(module(*inputs).numpy(), want, rtol=1e-5, atol=1e-6)
+        raise RuntimeError("stop")
+    assert {k: c._experts_implementation for k, c in cfgs.items()} == before

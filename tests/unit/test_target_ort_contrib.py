@@ -114,6 +114,22 @@ def test_additive_bias_with_minus_inf_row() -> None:
     assert np.all(out[:, 2] == 0) and np.all(np.isfinite(out))
 
 
+@pytest.mark.parametrize("shape,kernel", [((B, 1, S, S), "MultiHeadAttention"), ((B, H, S, S), "Attention")])
+def test_bias_at_the_lowest_float_is_a_number_not_a_mask(shape: tuple[int, ...], kernel: str) -> None:
+    """A bias of ``finfo(float32).min`` (DeBERTa's masked_fill on padded query rows) is added like any
+    number: a row at it throughout is uniform, not zeros as onnxruntime's kernels make it, and a key
+    at it next to live keys gets no weight."""
+    low = np.finfo(np.float32).min
+    bias = np.random.default_rng(11).standard_normal(shape).astype(np.float32)
+    bias[0, ..., 1, :] = low  # every key at the lowest float: uniform over the keys
+    bias[1, ..., 3, :2] = low
+    m, xs = _block(bias, slot="bias")
+    kinds, out = _lower_run(m, xs)
+    assert kernel in kinds and "MultiHeadAttention" not in set(kinds) - {kernel}
+    v = xs[2].reshape(B, S, H, D)
+    np.testing.assert_allclose(out[0, 1].reshape(H, D), v[0].mean(0), rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("case", ["causal", "softcap", "q-not-split", "v-not-split", "mask-per-head", "mask-and-bias"])
 def test_cases_multiheadattention_does_not_take_stay_exact(case: str) -> None:
     if case == "mask-per-head":
