@@ -209,9 +209,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("llama4_text", "torch"): "complex rotary embeddings (torch.polar, view_as_complex): the IR has no "
                               "complex dtype",
     ("llama4_text", "onnx"): "torch.onnx.export(dynamo=True) fails in its conversion step (3/3)",
-    ("phimoe", "onnx"): "torch.onnx.export(dynamo=True) fails in its conversion step (3/3)",
-    ("olmoe", "onnx"): "torch.onnx.export(dynamo=True) fails in its conversion step (3/3)",
-    ("granitemoe", "onnx"): "torch.onnx.export(dynamo=True) fails in its conversion step (3/3)",
     ("mpt", "onnx"): "the ALiBi slice starts at max(0, 64 - S), so its size is min(64, S): not a polynomial dim",
     ("nystromformer", "torch"): "torch.export fails in the model: the 4-D padding mask does not broadcast "
                                 "onto the landmark scores",
