@@ -272,6 +272,36 @@ class SingleConcat(Pattern):
         rw.replace_op(op, [op.operand(0)])
 
 
+class ConcatDropEmpty(Pattern):
+    """Operands with no elements along the concat axis (a statically 0 dim) add nothing: drop them;
+    with one operand left, the concat is that operand.  (Phi-3's rotary embedding concatenates the
+    rotated head with an empty pass-through slice; a GPU schedule of that empty copy divides by its
+    zero extent.)  A concat of only empty operands is left as it is."""
+
+    name = "concat-drop-empty"
+    roots = ("ik.concat",)
+
+    def match(self, op: Op) -> Match | Fail:
+        rank = op.results[0].type.rank
+        ax = op.attrs["axis"] % rank if rank else 0
+        keep = [v for v in op.operands if v.type.shape[ax] != 0]
+        if len(keep) == op.num_operands:
+            return Fail("no operand is empty along the axis")
+        if not keep:
+            return Fail("every operand is empty")
+        return Match(keep=keep)
+
+    def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
+        keep = m["keep"]
+        if len(keep) == 1:
+            new = keep[0]
+        else:
+            new = rw.create(op, "ik.concat", keep, dict(op.attrs)).results[0]
+        if new.type != op.results[0].type:  # (the same shape; only a dim's spelling could differ)
+            return
+        rw.replace_op(op, [new])
+
+
 FOLD_LIMIT = 4096
 """Constant-fold an op only when its results hold at most this many elements."""
 
@@ -344,7 +374,8 @@ def canonicalization_patterns() -> list[Pattern]:
     is reused from run to run."""
     global _PATTERNS
     if _PATTERNS is None:
-        _PATTERNS = [*indexed_rule_patterns(RULES), ConstantOperandRight(), SingleConcat(), FoldConstants(),
+        _PATTERNS = [*indexed_rule_patterns(RULES), ConstantOperandRight(), SingleConcat(), ConcatDropEmpty(),
+                     FoldConstants(),
                      *canonical_form_patterns(), *attention_canonicalization_patterns()]
     return list(_PATTERNS)
 

@@ -1141,15 +1141,57 @@ def _gather_nd(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
     return [lw.emit(op, lambda d, i: te_ops.gather_nd(d, i, bd), *ins)]
 
 
+def _scatter_indices_distinct(op: Op) -> bool:
+    """Whether no two updates of a scatter can land on one element, so that a parallel GPU scatter
+    with ``reduction = "none"`` is deterministic.  ``ik.scatter_elements``: its indices have extent
+    1 along the axis (each lane of the output gets one update: torch's ``select_scatter``), or they
+    are an ``ik.iota`` along the axis plus a scalar constant (``slice_scatter``), or a constant with
+    distinct values in every lane.  ``ik.scatter_nd``: constant indices whose tuples are distinct."""
+    idx = op.operand(1)
+    shape = idx.type.shape
+    p = idx.producer
+    if op.name == "ik.scatter_elements":
+        ax = normalize_axis(op.attrs["axis"], idx.type.rank)
+        if shape[ax] == 1:
+            return True
+        while p is not None and p.name == "ik.add" and len(p.operands) == 2:  # iota + c (a scalar constant)
+            a, c = p.operand(0), p.operand(1)
+            cp = c.producer
+            if (cp is None or cp.name != "ik.constant" or np.asarray(cp.attrs["value"].array).size != 1
+                    or a.type.shape != idx.type.shape):
+                return False
+            p = a.producer
+        if p is not None and p.name == "ik.iota":
+            return normalize_axis(int(p.attrs.get("axis", 0)), idx.type.rank) == ax
+        if p is not None and p.name == "ik.constant":
+            arr = np.moveaxis(np.asarray(p.attrs["value"].array), ax, -1)
+            n = op.operand(0).type.shape[ax]
+            if not isinstance(n, int):
+                return False
+            arr = np.sort(np.where(arr < 0, arr + n, arr), axis=-1)
+            return bool(np.all(np.diff(arr, axis=-1) != 0))
+        return False
+    if p is not None and p.name == "ik.constant":
+        arr = np.asarray(p.attrs["value"].array)
+        k = arr.shape[-1]
+        if not all(isinstance(d, int) for d in op.operand(0).type.shape[:k]):
+            return False
+        dims = np.asarray(op.operand(0).type.shape[:k])
+        rows = arr.reshape(-1, k)
+        rows = np.where(rows < 0, rows + dims, rows)
+        return len(np.unique(rows, axis=0)) == len(rows)
+    return False
+
+
 @rule("ik.scatter_elements", "ik.scatter_nd")
 def _scatter(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
     from irkit.targets.tvm_kernels import te_ops
 
     red = op.attrs.get("reduction", "none")
-    if lw.gpu and red == "none":
+    if lw.gpu and red == "none" and not _scatter_indices_distinct(op):
         # TOPI's GPU scatters update in parallel: with duplicate indices the winner is unspecified
-        raise lw.refuse(op, "reduction 'none' has no deterministic CUDA kernel (duplicate indices race); "
-                            "use tvm-llvm or xla")
+        raise lw.refuse(op, "reduction 'none' has no deterministic CUDA kernel (duplicate indices race) and "
+                            "its indices are not provably distinct; use tvm-llvm or xla")
     if op.name == "ik.scatter_nd":
         return [lw.emit(op, lambda d, i, u: te_ops.scatter_nd(d, i, u, red, lw.gpu), *ins)]
     ax = normalize_axis(op.attrs["axis"], op.operand(0).type.rank)

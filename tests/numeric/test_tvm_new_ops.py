@@ -88,3 +88,38 @@ def test_cuda_refuses_scatter_without_reduction_clearly() -> None:
     s = next(s for s in samples("ik.scatter_elements") if s.attrs.get("reduction", "none") == "none")
     with pytest.raises(TargetUnavailable, match=r"tvm-cuda: 'ik.scatter_elements' at .*duplicate indices"):
         get_target("tvm-cuda").lower(one_op_module("ik.scatter_elements", s))
+
+
+@pytest.mark.parametrize("indices", ["extent-1", "iota-plus-1", "constant-distinct", "constant-duplicate"])
+def test_cuda_scatter_with_provably_distinct_indices_builds(indices: str, monkeypatch) -> None:
+    """A scatter whose indices cannot repeat (torch's select_scatter: extent 1 along the axis; its
+    slice_scatter: an iota along the axis plus an offset; distinct constants) is deterministic on the
+    GPU and builds; duplicate constants are still refused.  On tvm-llvm the same module matches the
+    interpreter."""
+    import numpy as np
+
+    from irkit.ir.builder import new_function
+    from irkit.ir.types import DType, TensorType
+    from irkit.targets.tvm_kernels import common
+
+    f, b = new_function("main", [TensorType((4, 5), DType.f32), TensorType((4, 3 if indices != "extent-1" else 1),
+                                                                            DType.f32)], ["d", "u"])
+    shape = (4, 3) if indices != "extent-1" else (4, 1)
+    if indices == "extent-1":
+        idx = b.constant(np.full(shape, 2, np.int64))
+    elif indices == "iota-plus-1":
+        idx = b.create("ik.add", [b.create("ik.iota", [], {"shape": shape, "axis": 1, "dtype": DType.i64}).results[0],
+                                  b.constant(np.array(1, np.int64))], {}).results[0]
+    else:
+        row = [4, 0, -4] if indices == "constant-distinct" else [4, 0, -1]  # -1 is 4 again
+        idx = b.constant(np.tile(np.array(row, np.int64), (4, 1)))
+    b.ret(b.create("ik.scatter_elements", [f.args[0], idx, f.args[1]], {"axis": 1, "reduction": "none"}).results[0])
+    m = Module([f])
+    monkeypatch.setattr(common, "find_nvcc", lambda: None)
+    if indices == "constant-duplicate":
+        with pytest.raises(TargetUnavailable, match="not provably distinct"):
+            get_target("tvm-cuda").lower(m)
+        return
+    assert "__global__" in get_target("tvm-cuda").lower(m).files["kernels.cu"]
+    rng = np.random.default_rng(0)
+    _check(m, [rng.standard_normal((4, 5)).astype(np.float32), rng.standard_normal(shape).astype(np.float32)])

@@ -66,3 +66,41 @@
   %2 = "ik.add"(%0, %1) : (tensor<2xf32>, tensor<f32>) -> tensor<2xf32>
   "func.return"(%2) : (tensor<2xf32>) -> ()
 }) {function_type = () -> tensor<2xf32>, sym_name = "fold"} : () -> ()
+
+// -----
+
+// An operand that is empty along the concat axis adds nothing: with one operand left the concat is
+// that operand (Phi-3's rotary head and its empty pass-through slice).
+// CHECK-LABEL: "func.func"
+// CHECK-NOT: "ik.concat"
+// CHECK: "func.return"(%x)
+"func.func"() ({
+^bb0(%x: tensor<?x4x16xf32, ["B"]>, %e: tensor<?x4x0xf32, ["B"]>):
+  %0 = "ik.concat"(%x, %e) {axis = 2 : i64} : (tensor<?x4x16xf32, ["B"]>, tensor<?x4x0xf32, ["B"]>) -> tensor<?x4x16xf32, ["B"]>
+  "func.return"(%0) : (tensor<?x4x16xf32, ["B"]>) -> ()
+}) {function_type = (tensor<?x4x16xf32, ["B"]>, tensor<?x4x0xf32, ["B"]>) -> tensor<?x4x16xf32, ["B"]>, sym_name = "concat_empty"} : () -> ()
+
+// -----
+
+// Two non-empty operands stay concatenated, without the empty one.
+// CHECK-LABEL: "func.func"
+// CHECK: "ik.concat"(%x, %y) {axis = -1 : i64}
+"func.func"() ({
+^bb0(%x: tensor<2x3xf32>, %e: tensor<2x0xf32>, %y: tensor<2x5xf32>):
+  %0 = "ik.concat"(%x, %e, %y) {axis = -1 : i64} : (tensor<2x3xf32>, tensor<2x0xf32>, tensor<2x5xf32>) -> tensor<2x8xf32>
+  "func.return"(%0) : (tensor<2x8xf32>) -> ()
+}) {function_type = (tensor<2x3xf32>, tensor<2x0xf32>, tensor<2x5xf32>) -> tensor<2x8xf32>, sym_name = "concat_empty_middle"} : () -> ()
+
+// -----
+
+// Negative: a symbolic extent along the axis may be non-zero, and a concat of only empty operands
+// stays (there is nothing non-empty to return).
+// CHECK-LABEL: "func.func"
+// CHECK: "ik.concat"(%x, %s)
+// CHECK: "ik.concat"(%e, %e)
+"func.func"() ({
+^bb0(%x: tensor<2x3xf32>, %s: tensor<2x?xf32, ["N"]>, %e: tensor<2x0xf32>):
+  %0 = "ik.concat"(%x, %s) {axis = 1 : i64} : (tensor<2x3xf32>, tensor<2x?xf32, ["N"]>) -> tensor<2x?xf32, ["N+3"]>
+  %1 = "ik.concat"(%e, %e) {axis = 1 : i64} : (tensor<2x0xf32>, tensor<2x0xf32>) -> tensor<2x0xf32>
+  "func.return"(%0, %1) : (tensor<2x?xf32, ["N+3"]>, tensor<2x0xf32>) -> ()
+}) {function_type = (tensor<2x3xf32>, tensor<2x?xf32, ["N"]>, tensor<2x0xf32>) -> (tensor<2x?xf32, ["N+3"]>, tensor<2x0xf32>), sym_name = "concat_keep"} : () -> ()
