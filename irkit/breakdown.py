@@ -134,6 +134,10 @@ def render(bd: Breakdown, top: int = 12) -> str:
         share = 100 * s / bd.total if bd.total else 0.0
         note = "" if bd.engine_measured or name != "per-call overhead" else "  (no bare engine call: not split out)"
         lines.append(f"  {name:<18}{ms(s)} {share:6.1f}%{note}")
+    engine = bd.total - bd.overhead
+    if bd.kernels and bd.kernel_total > 1.05 * engine:
+        lines.append(f"  (the engine's profiler timed its kernels at {bd.kernel_total / engine:.2f}x the bare call: "
+                     "profiling slows every kernel, so read kernel times as shares of their sum)")
     for name, s in bd.kernels[:top]:
         n = bd.kernel_calls.get(name, 1)
         lines.append(f"    {name:<40}{ms(s)}" + (f"  ({n} calls)" if n > 1 else ""))

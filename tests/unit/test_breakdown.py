@@ -86,3 +86,13 @@ def test_bench_breakdown_flag(tmp_path: Path, capsys) -> None:
     r = rows[0]
     assert r["total_s"] == pytest.approx(r["kernels_s"] + r["overhead_s"] + r["other_s"])
     assert all(k["kernel"] for k in r["per_kernel"])
+
+
+def test_render_says_when_the_profiler_inflated_the_kernels() -> None:
+    """Kernels the engine's profiler timed at more than the bare call leave a negative remainder;
+    the report says why instead of leaving a bare negative share."""
+    slow = Breakdown("ort", total=1.0e-3, overhead=0.1e-3, kernels=[("a", 0.8e-3), ("b", 0.5e-3)], rounds=5)
+    assert slow.other < 0
+    assert "1.44x the bare call" in render(slow)
+    fine = Breakdown("ort", total=1.0e-3, overhead=0.1e-3, kernels=[("a", 0.5e-3), ("b", 0.3e-3)], rounds=5)
+    assert "profiler" not in render(fine)
