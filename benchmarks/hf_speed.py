@@ -115,7 +115,7 @@ def worker(args: argparse.Namespace) -> None:
             rec: dict[str, Any] = {"model": name, "family": arch.family, "batch": b, "seq": s, "threads": threads,
                                    "engines": {}}
             try:
-                module, inputs = zoo.build(name, "toy", batch=b, seq=s)
+                module, inputs = zoo.build(name, "toy", batch=b, seq=s, positions=s)  # toy tables hold 64
                 path = tmp / f"{name}_{b}_{s}.onnx"
                 export_module_onnx(module, inputs, None, path, label=name)
                 so = ort.SessionOptions()

@@ -70,9 +70,15 @@ def _quiet_transformers() -> Any:
         lg.setLevel(old)
 
 
-def make_config(arch: Arch, size: Size = "toy", attn: str | None = None) -> Any:
+POSITION_FIELDS = ("max_position_embeddings", "n_positions")
+"""Config fields that bound a token model's sequence length (its position table or rotary cache)."""
+
+
+def make_config(arch: Arch, size: Size = "toy", attn: str | None = None, positions: int | None = None) -> Any:
     """The transformers config object of ``arch`` at ``size`` (``attn``: force an attention
-    implementation, ``"eager"`` or ``"sdpa"``; default: transformers' choice)."""
+    implementation, ``"eager"`` or ``"sdpa"``; default: transformers' choice).  ``positions``: raise
+    every sequence bound of the (text) config (:data:`POSITION_FIELDS`) to at least that many, so a
+    toy model (64 positions) takes longer sequences; the position table grows, nothing else."""
     import transformers
 
     _check_size(size)
@@ -85,7 +91,13 @@ def make_config(arch: Arch, size: Size = "toy", attn: str | None = None) -> Any:
     if attn is not None:
         kwargs["attn_implementation"] = attn
     with _quiet_transformers():
-        return cls(**kwargs)
+        config = cls(**kwargs)
+    if positions is not None:
+        for c in (config, getattr(config, "text_config", None)):
+            for f in POSITION_FIELDS:
+                if c is not None and isinstance(getattr(c, f, None), int) and getattr(c, f) < positions:
+                    setattr(c, f, positions)
+    return config
 
 
 @functools.cache
@@ -206,19 +218,20 @@ def dynamic_shapes(arch: Arch, inputs: tuple[Any, ...]) -> tuple[Any, ...] | Non
 
 
 def build(name: str, size: Size = "toy", *, attn: str | None = None, seed: int = 0, batch: int | None = None,
-          seq: int | None = None) -> tuple[Any, tuple[Any, ...]]:
+          seq: int | None = None, positions: int | None = None) -> tuple[Any, tuple[Any, ...]]:
     """``(module, example_inputs)``: architecture ``name`` at ``size`` with random weights.
 
     The module is a ``ZooModel`` (:func:`zoo_model_class`) in eval mode whose ``forward`` takes the
     tensors of ``example_inputs`` positionally (named as the transformers model
     names them: ``input_ids``, ``pixel_values``...) and returns one tensor.
-    ``attn`` forces an attention implementation (``"eager"``, ``"sdpa"``).
+    ``attn`` forces an attention implementation (``"eager"``, ``"sdpa"``); ``positions`` raises the
+    config's sequence bounds (:func:`make_config`) for a ``seq`` beyond them.
     """
     import torch
     import transformers
 
     arch = entry(name)
-    config = make_config(arch, size, attn)
+    config = make_config(arch, size, attn, positions)
     cls = getattr(transformers, arch.model_class, None)
     if cls is None:
         raise ZooError(f"zoo '{name}': transformers {transformers.__version__} has no {arch.model_class}")

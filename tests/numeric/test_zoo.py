@@ -149,3 +149,20 @@ def test_moe_experts_export_to_onnx_as_batched_matmuls_and_keep_their_own_choice
             np.testing.assert_allclose(module(*inputs).numpy(), want, rtol=1e-5, atol=1e-6)
         raise RuntimeError("stop")
     assert {k: c._experts_implementation for k, c in cfgs.items()} == before
+
+
+def test_positions_raise_the_sequence_bound_of_a_toy_model() -> None:
+    """A toy model holds 64 positions; ``positions`` raises the config's bound (the text config's
+    too, for CLIP) so a longer sequence runs, and leaves a larger bound alone."""
+    from irkit.zoo.build import make_config
+
+    arch = zoo.entry("gpt2")
+    assert make_config(arch).n_positions == 64
+    assert make_config(arch, positions=128).n_positions == 128
+    assert make_config(arch, positions=8).n_positions == 64
+    assert make_config(zoo.entry("clip"), positions=100).text_config.max_position_embeddings == 100
+    module, inputs = zoo.build("bert", "toy", batch=1, seq=96, positions=96)
+    assert inputs[0].shape == (1, 96)
+    with torch.no_grad():
+        out = module(*inputs).numpy()
+    assert out.shape[1] == 96 and np.isfinite(out).all() and float(np.abs(out).max()) > 0
