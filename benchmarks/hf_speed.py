@@ -298,6 +298,9 @@ def main() -> int:
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--worker-out", default=None, help=argparse.SUPPRESS)
     p.add_argument("--overhead", action="store_true", help="only the per-call overhead table (a one-add graph)")
+    p.add_argument("--records", default=None, help="also keep the raw per-cell records here (JSON lines)")
+    p.add_argument("--table-from", default=None, metavar="RECORDS[,RECORDS]",
+                   help="no timing: the table of saved --records files (a later file's cell replaces an earlier one's)")
     args = p.parse_args()
     if args.overhead:
         os.environ.setdefault("TVM_NUM_THREADS", "1")
@@ -310,6 +313,8 @@ def main() -> int:
         args.seqs = [int(x) for x in args.seqs.split(",")]
         worker(args)
         return 0
+    if args.table_from:
+        return _report(args, [Path(f) for f in args.table_from.split(",")], os.cpu_count() or 1, None)
     models = args.models or ",".join(QUICK_MODELS if args.quick else MODELS)
     batches = args.batches or ("1" if args.quick else "1,8")
     seqs = args.seqs or ("16" if args.quick else "16,128")
@@ -332,17 +337,36 @@ def main() -> int:
                    models, "--batches", batches, "--seqs", seqs, "--engines", ",".join(group), "--rounds",
                    str(args.rounds), "--budget", str(args.budget)]
             subprocess.run(cmd, env=env, cwd=ROOT, check=False)
+    if args.records:
+        from irkit.fileio import atomic_write
+
+        atomic_write(args.records, res.read_text() if res.exists() else "")
+    return _report(args, [res], ncpu, t_start)
+
+
+def _report(args: argparse.Namespace, files: list[Path], ncpu: int, t_start: float | None) -> int:
+    """The markdown table of the records in ``files``, merged by (model, batch, seq, threads): engines of
+    one file's cell join; a later file's cell replaces an earlier file's."""
     merged: dict[tuple, dict[str, Any]] = {}
-    for line in (res.read_text().splitlines() if res.exists() else []):
-        r = json.loads(line)
-        key = (r["model"], r["batch"], r["seq"], r["threads"])
-        if key in merged:
-            merged[key]["engines"].update(r["engines"])
-            if "error" in r and "error" not in merged[key]:
-                merged[key]["error"] = r["error"]
-        else:
-            merged[key] = r
-    records = list(merged.values())
+    for f in files:
+        seen: dict[tuple, dict[str, Any]] = {}
+        for line in (f.read_text().splitlines() if f.exists() else []):
+            r = json.loads(line)
+            key = (r["model"], r["batch"], r["seq"], r["threads"])
+            if key in seen:
+                seen[key]["engines"].update(r["engines"])
+                if "error" in r and "error" not in seen[key]:
+                    seen[key]["error"] = r["error"]
+            else:
+                seen[key] = r
+        merged.update(seen)
+    order = {m: i for i, m in enumerate(MODELS)}
+    records = sorted(merged.values(), key=lambda r: (r["threads"], order.get(r["model"], len(order)), r["model"],
+                                                     r["batch"], r["seq"] or 0))
+    return _render(args, records, ncpu, t_start)
+
+
+def _render(args: argparse.Namespace, records: list[dict[str, Any]], ncpu: int, t_start: float | None) -> int:
     import onnxruntime
     import torch
     import tvm
@@ -354,8 +378,9 @@ def main() -> int:
         jv = "-"
     engines = args.engines.split(",")
     md = (f"CPU: {cpu_model()}, {ncpu} cores; onnxruntime {onnxruntime.__version__}, TVM {tvm.__version__}, "
-          f"jax {jv}, torch {torch.__version__}; {len(records)} rows in {time.perf_counter() - t_start:.0f} s.\n\n"
-          f"Command: `python benchmarks/hf_speed.py {' '.join(shlex.quote(a) for a in sys.argv[1:])}`\n\n"
+          f"jax {jv}, torch {torch.__version__}; {len(records)} rows"
+          + (f" in {time.perf_counter() - t_start:.0f} s.\n\n" if t_start is not None else " (from saved records).\n\n")
+          + f"Command: `python benchmarks/hf_speed.py {' '.join(shlex.quote(a) for a in sys.argv[1:])}`\n\n"
           "Cells: median latency ±spread (interquartile range / median), **ratio to ort-file** (below 1 = "
           "faster than onnxruntime on the original file), (Δ max |difference| from ort-file's output).\n\n"
           + table(records, engines))
