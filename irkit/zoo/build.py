@@ -153,6 +153,9 @@ def example_inputs(arch: Arch, config: Any, size: Size = "toy", *, batch: int | 
     g = torch.Generator().manual_seed(seed + 1)
     b = batch or (2 if size == "toy" else 1)
     s = seq or (arch.toy_seq if size == "toy" else 128)
+    if seq is None:  # the default never exceeds the model's own bound (CLIP's text: 77 positions)
+        bound = getattr(_text_config(config), "max_position_embeddings", None)
+        s = min(s, bound) if isinstance(bound, int) and bound > 0 else s
 
     def tokens(n: int) -> Any:
         return torch.randint(4, _text_config(config).vocab_size, (b, n), generator=g, dtype=torch.long)

@@ -166,3 +166,16 @@ def test_positions_raise_the_sequence_bound_of_a_toy_model() -> None:
     with torch.no_grad():
         out = module(*inputs).numpy()
     assert out.shape[1] == 96 and np.isfinite(out).all() and float(np.abs(out).max()) > 0
+
+
+def test_default_sequence_stays_within_the_model_bound() -> None:
+    """At full size the default sequence is 128, cut to the model's own bound (CLIP's text: 77,
+    SigLIP's: 64); an explicit ``seq`` is taken as asked."""
+    from irkit.zoo.build import example_inputs, make_config
+
+    for name, want in (("clip", 77), ("siglip", 64), ("bert", 128)):
+        arch = zoo.entry(name)
+        cfg = make_config(arch, "full")
+        assert example_inputs(arch, cfg, "full")[0].shape == (1, want), name
+    arch = zoo.entry("clip")
+    assert example_inputs(arch, make_config(arch, "full"), "full", seq=100)[0].shape == (1, 100)
