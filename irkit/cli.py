@@ -148,6 +148,8 @@ def import_zoo(source: str) -> Any:
     from irkit.zoo import factory
 
     module, inputs, dyn = factory(name, size)
+    if size == "full":  # batch 1: torch.export specialises B, so a full-size model exports static (as zoo run does)
+        dyn = None
     return import_torch_factory(module, inputs, dyn, name="main")
 
 

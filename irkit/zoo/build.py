@@ -214,8 +214,9 @@ def dynamic_shapes(arch: Arch, inputs: tuple[Any, ...]) -> tuple[Any, ...] | Non
         if "B" in arch.dynamic:
             axes[0] = dim("B")
         if "S" in arch.dynamic and name in ("input_ids", "attention_mask", "decoder_input_ids") and x.dim() == 2:
-            # 0/1 are specialised by torch.export; positions are bounded by the table size.
-            axes[1] = dim("T" if name == "decoder_input_ids" else "S", 2, 64)
+            # 0/1 are specialised by torch.export; positions are bounded by the table size (a toy's
+            # 64, or more when the example is longer: a full-size model, or build(positions=N)).
+            axes[1] = dim("T" if name == "decoder_input_ids" else "S", 2, max(64, int(x.shape[1])))
         spec.append(axes or None)
     return tuple(spec)
 
