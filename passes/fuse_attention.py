@@ -326,6 +326,17 @@ def _common_dtype(values: list[Value]) -> list[Value] | None:
     return None
 
 
+
+def _lifts_rank(scores: Value, result: Value) -> bool:
+    """Whether an elementwise op only puts leading 1s on the scores: ``result``'s shape is ``scores``'
+    with size-1 dims in front, same dtype (a mask or bias of higher rank broadcast onto rank-3
+    ``[B*H, S, S]`` scores at a static batch of 1: BLOOM, DeBERTa).  That is a reshape of the scores,
+    which the walk follows like one."""
+    s, r = tuple(scores.type.shape), tuple(result.type.shape)
+    k = len(r) - len(s)
+    return (k > 0 and scores.type.dtype == result.type.dtype and r[k:] == s
+            and all(isinstance(d, int) and d == 1 for d in r[:k]))
+
 def _safe_softmax_guard(sm: Op) -> list[Op] | None:
     """The guard ops around softmax ``sm`` that give a fully masked row zeros, the where last.
 
@@ -475,7 +486,8 @@ def match_attention(sm: Op) -> AttentionMatch | GroupedMatch | Fail:
                                 "(<= -1e4)", op)
                 what = f"{fv:g}" if fv is not None else "a non-constant tensor"
                 return Fail(f"the where fills masked scores with {what}, not a mask value (-inf or <= -1e4)", op)
-            if a.type != op.results[0].type:
+            lifted = _lifts_rank(a, op.results[0])
+            if a.type != op.results[0].type and not lifted:
                 return Fail("the where broadcasts the scores to a larger shape", op)
             if factor <= 0:
                 return Fail(f"a non-positive factor {factor:g} multiplies masked scores", op)
@@ -487,6 +499,8 @@ def match_attention(sm: Op) -> AttentionMatch | GroupedMatch | Fail:
             if fv is not None:
                 fills[id(k)] = fv * factor
             pending.append(("keep", k, factor))
+            if lifted:  # the where also puts leading 1s on the scores: below it the walk is in their shape
+                space = tuple(a.type.shape)
             cur = a
             continue
         if op.name in ("ik.add", "ik.sub"):
@@ -501,7 +515,8 @@ def match_attention(sm: Op) -> AttentionMatch | GroupedMatch | Fail:
             if not lc and not rc:
                 return Fail(f"neither operand of {loc_str(op)} comes from Q·Kᵀ", op)
             term, cur = (rhs, lhs) if lc else (lhs, rhs)
-            if cur.type != op.results[0].type:
+            lifted = _lifts_rank(cur, op.results[0])
+            if cur.type != op.results[0].type and not lifted:
                 return Fail("the additive term broadcasts the scores to a larger shape", op)
             if factor <= 0:
                 return Fail(f"a non-positive factor {factor:g} multiplies the biased scores", op)
@@ -511,6 +526,8 @@ def match_attention(sm: Op) -> AttentionMatch | GroupedMatch | Fail:
             if space != tuple(x.type.shape):
                 spaces[id(term)] = space
             pending.append(("add", term, factor))
+            if lifted:  # as for the where above
+                space = tuple(cur.type.shape)
             continue
         return Fail(f"the softmax input comes from {loc_str(op)}, not from Q·Kᵀ through scale, soft-cap, mask, "
                     "bias, cast or a reshape of batch/head dims", op)

@@ -94,3 +94,66 @@
   %7 = "ik.matmul"(%6, %v) : (tensor<2x2x4x4xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32>
   "func.return"(%7) : (tensor<2x2x4x8xf32>) -> ()
 }) {function_type = (tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>, tensor<4x4x4xi1>) -> tensor<2x2x4x8xf32>, sym_name = "mask_under_reshape"} : () -> ()
+
+// -----
+
+// BLOOM at a static batch of 1: the view back from [H, S, S] to [1, H, S, S] is gone (canonicalize folded
+// it into the mask's broadcast), so the add that takes the rank-4 mask also puts a leading 1 on the
+// scores.  That broadcast is a reshape, and the walk follows it: the ALiBi term (in the [H, S, S] view)
+// and the mask both become the bias.
+// CHECK-LABEL: "func.func"
+// CHECK: "ik.attention"(%q, %k, %v
+// CHECK-NOT: "ik.softmax"
+"func.func"() ({
+^bb0(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xf32>, %alibi: tensor<2x1x4xf32>, %mask: tensor<1x1x4x4xf32>):
+  %0 = "ik.transpose"(%k) {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x2x4x8xf32>) -> tensor<1x2x8x4xf32>
+  %1 = "ik.matmul"(%q, %0) : (tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32>
+  %2 = "ik.reshape"(%1) {shape = array<i64: 2, 4, 4>} : (tensor<1x2x4x4xf32>) -> tensor<2x4x4xf32>
+  %3 = "ik.constant"() {value = dense<0.25> : tensor<f32>} : () -> tensor<f32>
+  %4 = "ik.mul"(%2, %3) : (tensor<2x4x4xf32>, tensor<f32>) -> tensor<2x4x4xf32>
+  %5 = "ik.add"(%alibi, %4) : (tensor<2x1x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %6 = "ik.add"(%5, %mask) : (tensor<2x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %7 = "ik.softmax"(%6) {axis = -1 : i64} : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %8 = "ik.matmul"(%7, %v) : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  "func.return"(%8) : (tensor<1x2x4x8xf32>) -> ()
+}) {function_type = (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<2x1x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x2x4x8xf32>, sym_name = "bloom_batch1"} : () -> ()
+
+// -----
+
+// DeBERTa at a static batch of 1: the masked_fill's where takes the rank-4 keep-mask and puts a leading 1
+// on the [H, S, S] scores; it fuses the same way.
+// CHECK-LABEL: "func.func"
+// CHECK: "ik.attention"(%q, %k, %v
+// CHECK-NOT: "ik.softmax"
+"func.func"() ({
+^bb0(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xf32>, %keep: tensor<1x1x4x4xi1>):
+  %0 = "ik.transpose"(%k) {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x2x4x8xf32>) -> tensor<1x2x8x4xf32>
+  %1 = "ik.matmul"(%q, %0) : (tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32>
+  %2 = "ik.reshape"(%1) {shape = array<i64: 2, 4, 4>} : (tensor<1x2x4x4xf32>) -> tensor<2x4x4xf32>
+  %3 = "ik.constant"() {value = dense<0.25> : tensor<f32>} : () -> tensor<f32>
+  %4 = "ik.mul"(%2, %3) : (tensor<2x4x4xf32>, tensor<f32>) -> tensor<2x4x4xf32>
+  %5 = "ik.constant"() {value = dense<-3.4028235e+38> : tensor<f32>} : () -> tensor<f32>
+  %6 = "ik.where"(%keep, %4, %5) : (tensor<1x1x4x4xi1>, tensor<2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %7 = "ik.softmax"(%6) {axis = -1 : i64} : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %8 = "ik.matmul"(%7, %v) : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  "func.return"(%8) : (tensor<1x2x4x8xf32>) -> ()
+}) {function_type = (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x1x4x4xi1>) -> tensor<1x2x4x8xf32>, sym_name = "deberta_batch1"} : () -> ()
+
+// -----
+
+// Negative: a mask with a batch of 2 broadcasts the [H, S, S] scores to two copies, which is not a reshape:
+// not fused, and --explain says why.
+// CHECK-LABEL: "func.func"
+// CHECK: "ik.softmax"
+// CHECK-NOT: "ik.attention"
+// EXPLAIN: the additive term broadcasts the scores to a larger shape
+"func.func"() ({
+^bb0(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<2x2x4x8xf32>, %mask: tensor<2x1x4x4xf32>):
+  %0 = "ik.transpose"(%k) {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x2x4x8xf32>) -> tensor<1x2x8x4xf32>
+  %1 = "ik.matmul"(%q, %0) : (tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32>
+  %2 = "ik.reshape"(%1) {shape = array<i64: 2, 4, 4>} : (tensor<1x2x4x4xf32>) -> tensor<2x4x4xf32>
+  %6 = "ik.add"(%2, %mask) : (tensor<2x4x4xf32>, tensor<2x1x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %7 = "ik.softmax"(%6) {axis = -1 : i64} : (tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %8 = "ik.matmul"(%7, %v) : (tensor<2x2x4x4xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32>
+  "func.return"(%8) : (tensor<2x2x4x8xf32>) -> ()
+}) {function_type = (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<2x2x4x8xf32>, tensor<2x1x4x4xf32>) -> tensor<2x2x4x8xf32>, sym_name = "broadcast_batch2"} : () -> ()
