@@ -289,16 +289,13 @@ class ConcatDropEmpty(Pattern):
             return Fail("no operand is empty along the axis")
         if not keep:
             return Fail("every operand is empty")
+        if len(keep) == 1 and keep[0].type != op.results[0].type:  # the same shape, a dim spelled otherwise
+            return Fail("the one non-empty operand's type differs from the result's")
         return Match(keep=keep)
 
     def rewrite(self, rw: Rewriter, op: Op, m: Match) -> None:
         keep = m["keep"]
-        if len(keep) == 1:
-            new = keep[0]
-        else:
-            new = rw.create(op, "ik.concat", keep, dict(op.attrs)).results[0]
-        if new.type != op.results[0].type:  # (the same shape; only a dim's spelling could differ)
-            return
+        new = keep[0] if len(keep) == 1 else rw.create(op, "ik.concat", keep, dict(op.attrs)).results[0]
         rw.replace_op(op, [new])
 
 

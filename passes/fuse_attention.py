@@ -326,7 +326,6 @@ def _common_dtype(values: list[Value]) -> list[Value] | None:
     return None
 
 
-
 def _lifts_rank(scores: Value, result: Value) -> bool:
     """Whether an elementwise op only puts leading 1s on the scores: ``result``'s shape is ``scores``'
     with size-1 dims in front, same dtype (a mask or bias of higher rank broadcast onto rank-3
@@ -336,6 +335,7 @@ def _lifts_rank(scores: Value, result: Value) -> bool:
     k = len(r) - len(s)
     return (k > 0 and scores.type.dtype == result.type.dtype and r[k:] == s
             and all(isinstance(d, int) and d == 1 for d in r[:k]))
+
 
 def _safe_softmax_guard(sm: Op) -> list[Op] | None:
     """The guard ops around softmax ``sm`` that give a fully masked row zeros, the where last.

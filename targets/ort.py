@@ -383,10 +383,9 @@ class _Exporter:
         step up.  onnxruntime's opset-23 Attention kernel takes a bias equal to the lowest finite value
         as a masked key (its MultiHeadAttention does not), so a row biased to it throughout comes back
         zeros; ``ik.attention`` (like torch and the ONNX reference) adds it like any other number, which
-        leaves a uniform row
-        (what masking with ``finfo.min``, as DeBERTa does, gives on padded query rows).  One step up is
-        never read as masked and rounds the same way when added to a score.  A constant bias without
-        that value is left as it is."""
+        leaves a uniform row (what masking with ``finfo.min``, as DeBERTa does, gives on padded query
+        rows).  One step up is never read as masked and rounds the same way when added to a score.  A
+        constant bias without that value is left as it is."""
         dt = v.type.dtype
         if dt is DType.bf16 or not dt.is_float or dt.is_float8:
             return x
