@@ -167,9 +167,9 @@ def attention(
         tk = tile_k or 16
         func = _build_cuda(spec, tq, tk, name)
     else:
-        tq = min(tile_q or 32, sq)
-        tk = min(tile_k or 64, max(skv, 1))
-        func = _build_cpu(spec, tq, tk, simd_lanes(tgt, "float32"), name)
+        lanes = simd_lanes(tgt, "float32")
+        tq, tk, ri = _cpu_tiles(spec, tile_q, tile_k, lanes)
+        func = _build_cpu(spec, tq, tk, ri, lanes, name)
     inputs = [
         TensorSig((b, h, sq, d), dtype),
         TensorSig((b, hkv, skv, d), dtype),
@@ -273,12 +273,29 @@ def _store(buf: Any, value: Any, *idx: Any) -> None:
 # --------------------------------------------------------------------------- CPU
 
 
-def _build_cpu(spec: _Spec, tq: int, tk: int, lanes: int, name: str) -> tirx.PrimFunc:
+def _cpu_tiles(spec: _Spec, tile_q: int | None, tile_k: int | None, lanes: int) -> tuple[int, int, int]:
+    """(query tile, key tile, register rows) for the CPU kernel.
+
+    The key tile is a whole number of SIMD vectors (padded keys are masked), so every pass over a
+    score row is vector code; the query tile is a whole number of register rows (rows past Sq read
+    a clamped query and are never stored). Four register rows: the 4 x 2-vector accumulator of both
+    micro-kernels plus its operands fit AVX2's 16 registers.
+    """
+    ri = max(1, min(4, spec.sq))
+    tq = min(tile_q or 32, spec.sq)
+    tq = (tq + ri - 1) // ri * ri
+    tk = min(tile_k or 64, max(spec.skv, 1))
+    tk = (tk + lanes - 1) // lanes * lanes
+    return tq, tk, ri
+
+
+def _build_cpu(spec: _Spec, tq: int, tk: int, ri: int, lanes: int, name: str) -> tirx.PrimFunc:
     d = spec.d
     nqt = (spec.sq + tq - 1) // tq
     group = spec.h // spec.hkv
-    vec_k = largest_divisor(tk, lanes)
-    vec_d = largest_divisor(d, lanes)
+    # keys per QKᵀ register block and head dims per PV register block: two vectors where they divide
+    kb = 2 * lanes if tk % (2 * lanes) == 0 else lanes
+    db = 2 * lanes if d % (2 * lanes) == 0 else largest_divisor(d, lanes)
     neg_inf = tirx.const(-math.inf, "float32")
     with IRBuilder() as ib:
         with T.prim_func():
@@ -314,10 +331,15 @@ def _build_cpu(spec: _Spec, tq: int, tk: int, lanes: int, name: str) -> tirx.Pri
                 hi = task // nqt % spec.h
                 q0 = task % nqt * tq
                 hk = hi // group
+                bk = bi * spec.hkv + hk
+                # Tile state. These exceed the stack limit and live in the workspace (L1-resident);
+                # only the register blocks below are promoted to registers.
                 qs = T.alloc_buffer((tq, d), "float32", scope="local")
                 acc = T.alloc_buffer((tq, d), "float32", scope="local")
+                st = T.alloc_buffer((tq, tk), "float32", scope="local")  # scores, then weights
                 m = T.alloc_buffer((tq,), "float32", scope="local")
                 lsum = T.alloc_buffer((tq,), "float32", scope="local")
+                alpha = T.alloc_buffer((tq,), "float32", scope="local")
                 # query tile, pre-scaled; rows past Sq read a clamped row (never stored)
                 with T.serial(0, tq) as i:
                     qi = tirx.min(q0 + i, spec.sq - 1)
@@ -331,31 +353,37 @@ def _build_cpu(spec: _Spec, tq: int, tk: int, lanes: int, name: str) -> tirx.Pri
                 ntiles = _num_key_tiles(spec, tirx.min(q0 + tq - 1, spec.sq - 1), tk)
                 with T.serial(0, ntiles) as t:
                     k0 = t * tk
+                    # S = Qs · Kᵀ[:, k0:k0+tk] by ri x kb register blocks (a GEMM micro-kernel:
+                    # ri broadcasts and kb/lanes loads feed ri·kb/lanes independent FMA chains)
+                    with T.serial(0, tq // ri) as io:
+                        with T.serial(0, tk // kb) as jo:
+                            c = T.alloc_buffer((ri, kb), "float32", scope="local")
+                            with T.unroll(0, ri) as ii:
+                                with T.vectorized(0, kb) as jv:
+                                    _store(c, f32(0.0), ii, jv)
+                            with T.serial(0, d) as dd:
+                                with T.unroll(0, ri) as ii:
+                                    with T.vectorized(0, kb) as jv:
+                                        _store(
+                                            c,
+                                            c[ii, jv] + qs[io * ri + ii, dd] * kt[bk, dd, k0 + jo * kb + jv],
+                                            ii,
+                                            jv,
+                                        )
+                            with T.unroll(0, ri) as ii:
+                                with T.vectorized(0, kb) as jv:
+                                    _store(st, c[ii, jv], io * ri + ii, jo * kb + jv)
+                    # online softmax over each row of the tile, lane-wise then across lanes
                     with T.serial(0, tq) as i:
-                        # Row temporaries are small allocations (<= 1 KiB): TVM puts those on
-                        # the stack, where LLVM can prove they alias nothing and keeps them in
-                        # registers. Tile-sized buffers go to TVMBackendAllocWorkspace (heap)
-                        # and every access would stay a load/store.
-                        srow = T.alloc_buffer((tk,), "float32", scope="local")
-                        arow = T.alloc_buffer((d,), "float32", scope="local")
-                        red = T.alloc_buffer((2,), "float32", scope="local")
-                        # scores s[i, :] = q_i · K_tileᵀ  (broadcast q, vector over keys)
-                        with T.vectorized(0, tk) as j:
-                            _store(srow, f32(0.0), j)
-                        with T.serial(0, d) as dd:
-                            with T.serial(0, tk // vec_k) as jo:
-                                with T.vectorized(0, vec_k) as jv:
-                                    j = jo * vec_k + jv
-                                    _store(
-                                        srow,
-                                        srow[j] + qs[i, dd] * kt[bi * spec.hkv + hk, dd, k0 + j],
-                                        j,
-                                    )
                         qi = q0 + i
-                        with T.serial(0, tk // vec_k) as jo:
-                            with T.vectorized(0, vec_k) as jv:
-                                j = jo * vec_k + jv
-                                val = _capped(spec, srow[j])
+                        lane = T.alloc_buffer((lanes,), "float32", scope="local")
+                        red = T.alloc_buffer((1,), "float32", scope="local")
+                        with T.vectorized(0, lanes) as jv:
+                            _store(lane, neg_inf, jv)
+                        with T.serial(0, tk // lanes) as jo:
+                            with T.vectorized(0, lanes) as jv:
+                                j = jo * lanes + jv
+                                val = _capped(spec, st[i, j])
                                 if bias is not None:
                                     val = val + _bias_value(
                                         spec,
@@ -365,40 +393,48 @@ def _build_cpu(spec: _Spec, tq: int, tk: int, lanes: int, name: str) -> tirx.Pri
                                         tirx.min(qi, spec.sq - 1),
                                         tirx.min(k0 + j, spec.skv - 1),
                                     )
-                                _store(
-                                    srow, tirx.Select(_visible(spec, qi, k0 + j), val, neg_inf), j
-                                )
-                        # online softmax update of row i
-                        _store(red, srow[0], 0)
-                        with T.serial(1, tk) as j:
-                            _store(red, tirx.max(red[0], srow[j]), 0)
+                                val = tirx.Select(_visible(spec, qi, k0 + j), val, neg_inf)
+                                _store(st, val, i, j)
+                                _store(lane, tirx.max(lane[jv], st[i, j]), jv)
+                        _store(red, lane[0], 0)
+                        with T.serial(1, lanes) as jv:
+                            _store(red, tirx.max(red[0], lane[jv]), 0)
                         m_new = tirx.max(m[i], red[0])
-                        _store(red, fast_exp(m[i] - m_new), 1)  # alpha: rescale of old state
+                        _store(alpha, fast_exp(m[i] - m_new), i)  # rescale of the old state
                         _store(m, m_new, i)
-                        with T.serial(0, tk // vec_k) as jo:
-                            with T.vectorized(0, vec_k) as jv:
-                                j = jo * vec_k + jv
+                        with T.vectorized(0, lanes) as jv:
+                            _store(lane, f32(0.0), jv)
+                        with T.serial(0, tk // lanes) as jo:
+                            with T.vectorized(0, lanes) as jv:
+                                j = jo * lanes + jv
                                 # exactly 0 for masked keys, NaN for +Inf - +Inf
-                                _store(srow, softmax_weight(srow[j], m[i]), j)
-                        _store(red, f32(0.0), 0)
-                        with T.serial(0, tk) as j:
-                            _store(red, red[0] + srow[j], 0)
-                        _store(lsum, lsum[i] * red[1] + red[0], i)
-                        with T.vectorized(0, d) as dd:
-                            _store(arow, acc[i, dd] * red[1], dd)
-                        # acc[i, :] += p[i, :] · V_tile  (broadcast p, vector over head dim)
-                        with T.serial(0, tk) as j:
-                            kj = tirx.min(k0 + j, spec.skv - 1)
-                            with T.serial(0, d // vec_d) as do:
-                                with T.vectorized(0, vec_d) as dv:
-                                    dd = do * vec_d + dv
-                                    _store(
-                                        arow,
-                                        arow[dd] + srow[j] * v[bi, hk, kj, dd].astype("float32"),
-                                        dd,
-                                    )
-                        with T.vectorized(0, d) as dd:
-                            _store(acc, arow[dd], i, dd)
+                                _store(st, softmax_weight(st[i, j], m[i], cpu=True), i, j)
+                                _store(lane, lane[jv] + st[i, j], jv)
+                        _store(red, lane[0], 0)
+                        with T.serial(1, lanes) as jv:
+                            _store(red, red[0] + lane[jv], 0)
+                        _store(lsum, lsum[i] * alpha[i] + red[0], i)
+                    # acc = alpha · acc + P · V[k0:k0+tk] by ri x db register blocks
+                    with T.serial(0, tq // ri) as io:
+                        with T.serial(0, d // db) as do:
+                            c = T.alloc_buffer((ri, db), "float32", scope="local")
+                            with T.unroll(0, ri) as ii:
+                                with T.vectorized(0, db) as dv:
+                                    _store(c, acc[io * ri + ii, do * db + dv] * alpha[io * ri + ii], ii, dv)
+                            with T.serial(0, tk) as j:
+                                kj = tirx.min(k0 + j, spec.skv - 1)
+                                with T.unroll(0, ri) as ii:
+                                    with T.vectorized(0, db) as dv:
+                                        vj = v[bi, hk, kj, do * db + dv].astype("float32")
+                                        _store(
+                                            c,
+                                            c[ii, dv] + st[io * ri + ii, j] * vj,
+                                            ii,
+                                            dv,
+                                        )
+                            with T.unroll(0, ri) as ii:
+                                with T.vectorized(0, db) as dv:
+                                    _store(acc, c[ii, dv], io * ri + ii, do * db + dv)
                 with T.serial(0, tq) as i:
                     with T.If(q0 + i < spec.sq):
                         with T.Then():

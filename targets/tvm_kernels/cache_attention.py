@@ -104,7 +104,7 @@ def prefix_attention(b: int, hq: int, hkv: int, s: int, t: int, d: int, dv: int,
                     st(red, fast_exp(red[0] - m_new), 3)
                     st(red, m_new, 0)
                     with T.vectorized(0, tk) as j:
-                        st(srow, softmax_weight(srow[j], red[0]), j)
+                        st(srow, softmax_weight(srow[j], red[0], cpu=True), j)
                     st(red, f32(0.0), 2)
                     with T.serial(0, tk) as j:
                         st(red, red[2] + srow[j], 2)

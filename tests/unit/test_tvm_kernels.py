@@ -244,6 +244,11 @@ def attention_case(
         ((1, 2, 7, 16), (1, 2, 30, 16), "float32", None, True, 23, {}),
         ((1, 2, 37, 32), (1, 1, 45, 32), "float16", None, True, 0, {}),
         ((1, 2, 37, 32), (1, 1, 45, 32), "bfloat16", (37, 45), False, 0, {}),
+        # fewer query rows than a register block (decode-like), keys not a multiple of the lanes
+        ((2, 2, 1, 16), (2, 2, 5, 16), "float32", (2, 1, 1, 5), False, 0, {}),
+        ((1, 3, 3, 24), (1, 3, 13, 24), "float32", None, True, 10, {}),
+        # head dim that is not a whole number of vectors; tiles that do not divide the sequence
+        ((1, 2, 45, 20), (1, 2, 45, 20), "float32", None, True, 0, {"tile_q": 8, "tile_k": 24}),
     ],
 )
 def test_attention_cpu(rng, q_shape, kv_shape, dtype, bias_shape, causal, offset, tiles):
@@ -287,6 +292,33 @@ def test_attention_finfo_min_mask_stays_finite(rng):
     # the mask absorbs the scores in float32: the row is the mean of v, as the reference says
     np.testing.assert_allclose(out[:, :, 3], v.mean(axis=2), rtol=1e-5, atol=1e-5)
     close(out, at.reference(q, k, v, bias, dtype=np.float32).astype(np.float64), "float32")
+
+
+def test_attention_cpu_nan_and_inf_rows_follow_the_reference(rng):
+    """A NaN score makes its row NaN and a row without keys stays 0, as the reference says; the
+    CPU kernel tests NaN with a comparison that vectorises, so check it still sees NaN."""
+    q, k, v = rand(rng, (1, 1, 6, 16)), rand(rng, (1, 1, 40, 16)), rand(rng, (1, 1, 40, 16))
+    bias = rand(rng, (1, 1, 6, 40))
+    bias[0, 0, 1, 7] = np.nan
+    bias[0, 0, 4, :] = -np.inf
+    ker = at.attention(q.shape, k.shape, bias_shape=bias.shape)
+    (out,) = c.run(ker, q, k, v, bias)
+    ref = at.reference(q, k, v, bias)
+    assert np.isnan(out[0, 0, 1]).all() and np.isnan(ref[0, 0, 1]).all()
+    assert (out[0, 0, 4] == 0).all()
+    keep = [0, 2, 3, 4, 5]
+    close(out[:, :, keep], ref[:, :, keep], "float32")
+
+
+def test_attention_cpu_softmax_is_vector_code():
+    """The online softmax's exp polynomial is packed SIMD code, not one scalar exp per score (a
+    ``Select`` over ``isnan`` once made LLVM scalarise the whole loop, 4x slower)."""
+    k = at.attention((2, 2, 64, 16), (2, 2, 64, 16), bias_shape=(2, 1, 1, 64))
+    asm = c.inspect(k).asm
+    packed = len(re.findall(r"\tvfmadd\d+ps\b", asm))
+    scalar = len(re.findall(r"\tvfmadd\d+ss\b", asm))
+    # the one scalar polynomial is the per-row rescale exp(m_old - m_new)
+    assert packed > 50 and scalar <= 12, (packed, scalar)
 
 
 @pytest.mark.slow
