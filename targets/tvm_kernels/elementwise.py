@@ -37,6 +37,7 @@ from .common import (
     f32,
     fast_exp,
     is_gpu,
+    is_nan_bits,
     make_kernel,
     schedule_elementwise_cpu,
     schedule_elementwise_gpu,
@@ -271,7 +272,7 @@ def exp_nan(x: tirx.PrimExpr) -> tirx.PrimExpr:
     """:func:`fast_exp` with IEEE edges: NaN passes through and overflow gives +inf (the
     polynomial's clamps would hide both). Results below float32's normal range flush to 0."""
     big = tirx.Select(x > f32(88.72283935546875), tirx.const(math.inf, "float32"), fast_exp(x))
-    return tirx.Select(tirx.isnan(x), x, big)
+    return tirx.Select(is_nan_bits(x), x, big)
 
 
 def unary_expr(op: str, x: tirx.PrimExpr, dtype: str, fast: bool) -> tirx.PrimExpr:
@@ -295,9 +296,9 @@ def unary_expr(op: str, x: tirx.PrimExpr, dtype: str, fast: bool) -> tirx.PrimEx
     if op == "reciprocal":
         return one / x
     if op == "tanh":
-        return tirx.Select(tirx.isnan(x), x, fast_tanh(x)) if fast and is_f32 else tirx.tanh(x)
+        return tirx.Select(is_nan_bits(x), x, fast_tanh(x)) if fast and is_f32 else tirx.tanh(x)
     if op == "erf":
-        return tirx.Select(tirx.isnan(x), x, fast_erf(x)) if fast and is_f32 else tirx.erf(x)
+        return tirx.Select(is_nan_bits(x), x, fast_erf(x)) if fast and is_f32 else tirx.erf(x)
     if op == "sigmoid":
         if fast and is_f32:
             return one / (one + exp_nan(-x))

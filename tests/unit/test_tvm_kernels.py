@@ -401,6 +401,25 @@ def test_elementwise_fast_math_edge_values():
         np.testing.assert_allclose(out, ref, rtol=2e-6, atol=1e-7, equal_nan=True, err_msg=op)
 
 
+@pytest.mark.parametrize("op", ["exp", "tanh", "erf", "sigmoid"])
+def test_elementwise_transcendentals_are_vector_code(op):
+    """exp/tanh/erf/sigmoid stay packed SIMD code (their NaN test is on the bits: a ``Select`` over
+    ``isnan`` next to a polynomial is what scalarised the softmax and attention loops)."""
+    k = ew.elementwise(ew.unary(op, ew.input(0)), [(256,)], ["float32"])
+    asm = c.inspect(k).asm
+    packed = len(re.findall(r"\tv\w+ps\b", asm))
+    scalar = len(re.findall(r"\tv(?:fmadd|fmsub|fnmadd|mul|add|sub|round)\w*ss\b", asm))
+    assert packed > 20 and scalar <= packed // 4, (op, packed, scalar)
+
+
+def test_softmax_is_vector_code():
+    """The row softmax's exp is packed code (with ``isnan`` it was one scalar exp per element)."""
+    asm = c.inspect(rd.softmax((8, 64))).asm
+    packed = len(re.findall(r"\tvfmadd\w+ps\b", asm))
+    scalar = len(re.findall(r"\tvfmadd\w+ss\b", asm))
+    assert packed > 10 and scalar <= packed // 4, (packed, scalar)
+
+
 def test_elementwise_rejects_mixed_dtypes():
     with pytest.raises(ValueError, match="explicit cast"):
         ew.elementwise(
