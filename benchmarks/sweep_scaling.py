@@ -1,12 +1,13 @@
-"""The smoke sweep with one worker, two workers and Ray: wall time and same-store check.
+"""A sweep with one worker, two workers and Ray: wall time and same-store check.
 
-Runs ``irkit sweep examples/sweeps/smoke.toml`` three times into fresh stores
+Runs ``irkit sweep SPEC`` (default ``examples/sweeps/smoke.toml``; ``examples/sweeps/cpu.toml``
+is the CPU-bound one, with no timing tasks) three times into fresh stores
 (``--jobs 1``, ``--jobs 2``, ``--ray`` on a local 2-CPU cluster), then compares
 the stores: the same task keys with the same statuses and check verdicts, and
 the wall time of each (ratios in the same run). Writes
-``benchmarks/results/sweeps.md``.
+``benchmarks/results/sweeps-<spec name>.md``.
 
-Run: python benchmarks/sweep_scaling.py
+Run: python benchmarks/sweep_scaling.py [--spec examples/sweeps/cpu.toml]
 """
 
 from __future__ import annotations
@@ -26,8 +27,11 @@ MODES = [("--jobs 1", ["--jobs", "1"]), ("--jobs 2", ["--jobs", "2"]), ("--ray (
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                            formatter_class=argparse.RawDescriptionHelpFormatter).parse_args(argv)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--spec", type=Path, default=SPEC, help="the sweep to run (default: %(default)s)")
+    args = ap.parse_args(argv)
+    spec = args.spec.resolve()
     from irkit.sweep.store import Store
 
     rows = []
@@ -39,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
             load0 = os.getloadavg()[0]
             t0 = time.perf_counter()
             r = subprocess.run([sys.executable, "-c", "import sys; from irkit.cli import main; sys.exit(main())",
-                                "sweep", str(SPEC), "--store", str(store), *flags],
+                                "sweep", str(spec), "--store", str(store), *flags],
                                capture_output=True, text=True, check=False)
             wall = time.perf_counter() - t0
             with Store(store, create=False) as st:
@@ -50,8 +54,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{label}: rc {r.returncode}, {len(res)} results, {wall:.1f} s", file=sys.stderr)
     base = rows[0][4]
     same = all(stores[m[0]] == stores[MODES[0][0]] for m in MODES)
-    head = (f"`python benchmarks/sweep_scaling.py` (examples/sweeps/smoke.toml: {rows[0][2]} tasks, "
-            "3 tiny models x 2 pipelines; estimate, check and a short bench on reference, xla-cpu, ort, tvm-llvm)")
+    rel = spec.relative_to(ROOT) if spec.is_relative_to(ROOT) else spec
+    head = (f"`python benchmarks/sweep_scaling.py --spec {rel}` ({rows[0][2]} tasks; "
+            f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end)")
     lines = [head,
              "",
              "| executor | exit | results | ok | wall s | vs --jobs 1 | task seconds (sum) | load avg at start |",
@@ -60,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"| {label} | {rc} | {n} | {ok} | {wall:.1f} | {wall / base:.2f}x | {busy[label]:.1f} | "
                      f"{load:.1f} |")
     lines += ["", f"Same store contents (task keys, statuses, check verdicts) for all three: {'yes' if same else 'NO'}."]
-    out = ROOT / "benchmarks" / "results" / "sweeps.md"
+    out = ROOT / "benchmarks" / "results" / f"sweeps-{spec.stem}.md"
     from irkit.fileio import atomic_write
 
     atomic_write(out, "\n".join(lines) + "\n")

@@ -28,9 +28,16 @@ Masking semantics (defined here, tested against a NumPy float64/float32 referenc
   the kernel's float32 arithmetic (there the mask absorbs the scores, so the row is uniform).
 
 CPU (x86 LLVM): one task per (batch, head, query tile), parallel over TVM's pool. K is packed
-once, transposed (``[B·Hkv, D, Skv]``), so ``QKᵀ`` is a broadcast-FMA over contiguous keys, and
-``PV`` is a broadcast-FMA over contiguous head dims; both inner loops are vectorised. ``exp``
-is the polynomial :func:`~.common.fast_exp` (libm ``expf`` would be called per lane).
+once, transposed (``[B·Hkv, D, Skv]``), so ``QKᵀ`` reads contiguous keys. Per key tile, three
+passes: ``S = Q·Kᵀ`` and ``acc = α·acc + P·V`` are GEMM micro-kernels over register blocks of 4
+query rows x 2 vectors (4 broadcasts and 2 loads feed 8 independent FMA chains, the shape of
+MLAS's and torch's CPU flash-attention inner loops); between them one pass per score row applies
+the cap, bias and masks with a lane-wise running max, and one computes the weights with a
+lane-wise sum, so every pass over the tile is vector code. ``exp`` is the polynomial
+:func:`~.common.fast_exp` (libm ``expf`` would be called per lane), and its NaN test is on the
+bits: a ``Select`` over ``isnan`` next to the polynomial made LLVM scalarise the loop, which
+cost 4x at D = 16. Key tiles are whole vectors (padded keys are masked) and query tiles whole
+register blocks (rows past Sq read a clamped query and are never stored).
 
 CUDA: one thread block per (batch, head, query tile of ``tile_q`` rows), one thread per query
 row holding its query, accumulator and ``tile_k`` scores in registers; K and V tiles are
