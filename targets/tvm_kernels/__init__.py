@@ -50,8 +50,8 @@ if TYPE_CHECKING:
         run_graph,
     )
 
-# The names above load on first use (PEP 562): importing a kernel module, or the tvm target's
-# rules, does not import TVM itself until a kernel is built, so commands that only name targets
+# The names above load on first use (PEP 562): importing this package, and so the tvm target's
+# rules, does not import TVM until a kernel is built, so commands that only name targets
 # (sweep planning, list-targets) start without TVM's seconds of import time.
 _LAZY = {
     "Kernel": "common",
