@@ -42,6 +42,7 @@ whose result is float8; ``ik.cast`` to float8 is ONNX Cast with its ``saturate``
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -1575,8 +1576,13 @@ class OrtTarget(Target):
     spec = "host-cpu"
     lowering_table = ORT_RULES
 
-    def __init__(self, attention: str = "contrib", threads: int = 0):
+    def __init__(self, attention: str = "contrib", threads: int | None = None):
+        """``threads``: onnxruntime's intra-op threads (0: its default, one per core); when not
+        given, ``IRKIT_ORT_THREADS`` if set (a sweep's workers set it to their share of the cores)."""
         self.attention = attention
+        if threads is None:
+            env = os.environ.get("IRKIT_ORT_THREADS", "")
+            threads = int(env) if env.isdigit() else 0
         self.threads = threads
 
     def open_session(self, artifact, aliases=None):  # resident OrtValues via IOBinding (targets/ort_session.py)

@@ -104,9 +104,45 @@ class InProcess(Executor):
                 queue.append(again)
 
 
-def _worker_main(conn: Any) -> None:
+def thread_env(threads: int) -> dict[str, str]:
+    """The environment that holds every library a job uses to ``threads`` threads.
+
+    N workers on a C-core machine each get C // N threads: left at their defaults, the
+    BLAS, TVM, XLA and onnxruntime thread pools of every worker would each start one
+    thread per core, and two workers on two cores then spend their time descheduling each
+    other.  torch reads ``OMP_NUM_THREADS``; irkit's ort target reads ``IRKIT_ORT_THREADS``.
+    """
+    n = str(threads)
+    eigen = "false" if threads == 1 else "true"
+    return {"OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n, "OPENBLAS_NUM_THREADS": n, "TVM_NUM_THREADS": n,
+            "IRKIT_ORT_THREADS": n,
+            "XLA_FLAGS": f"--xla_cpu_multi_thread_eigen={eigen} intra_op_parallelism_threads={n}"}
+
+
+def _limit_threads(threads: int) -> None:
+    """Apply :func:`thread_env` to this process before any library starts its pool; a
+    variable the user set is kept (an ``XLA_FLAGS`` of theirs gets ours appended only
+    for the flags it does not name)."""
+    for k, v in thread_env(threads).items():
+        have = os.environ.get(k)
+        if have is None:
+            os.environ[k] = v
+        elif k == "XLA_FLAGS":
+            extra = [f for f in v.split() if f.split("=")[0] not in have]
+            os.environ[k] = " ".join([have, *extra])
+
+
+def worker_threads(workers: int) -> int:
+    """Threads per worker when ``workers`` share this machine (0: leave the libraries' defaults)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return 0 if workers <= 1 else max(1, cores // workers)
+
+
+def _worker_main(conn: Any, threads: int = 0) -> None:
     """A pool worker: receive a job, send its outcome, until told to stop (None)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver handles ^C and stops us
+    if threads:
+        _limit_threads(threads)
     # Deadlines start once the worker is up: import what every job needs first (seconds on a
     # loaded machine), so a task's timeout is not spent on the interpreter's start.
     import irkit.interp
@@ -165,7 +201,8 @@ class LocalPool(Executor):
         self.ctx = mp.get_context("spawn")
         self.pool: list[_Worker] = []
         self.worker_main = worker_main
-        self.worker_args = worker_args
+        # the sweep's own workers share the cores (see thread_env); a caller's worker_main does its own
+        self.worker_args = worker_args if worker_main is not None else (worker_threads(n),)
 
     def _start(self) -> _Worker:
         return _Worker(self.ctx, self.worker_main, self.worker_args)
@@ -274,11 +311,13 @@ class RayExecutor(Executor):
         self.ray = ray
         address = address or os.environ.get("RAY_ADDRESS") or None
         if not ray.is_initialized():
+            # every task asks for one CPU: its libraries get one thread (see thread_env)
+            env = {"runtime_env": {"env_vars": {k: v for k, v in thread_env(1).items() if k not in os.environ}}}
             if address:
-                ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
+                ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False, **env)
             else:
                 ray.init(num_cpus=num_cpus or os.cpu_count(), resources=ray_resources(), include_dashboard=False,
-                         logging_level=logging.ERROR, log_to_driver=False)
+                         logging_level=logging.ERROR, log_to_driver=False, **env)
             self.owns = True
         else:
             self.owns = False

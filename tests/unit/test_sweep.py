@@ -263,3 +263,26 @@ def test_ray_missing_says_how_to_install(tmp_path: Path, capsys: pytest.CaptureF
     assert main(["sweep", str(spec), "--store", str(tmp_path / "s.sqlite"), "--ray"]) == 1
     err = capsys.readouterr().err.strip()
     assert err == "irkit: error: --ray needs Ray: pip install 'irkit[ray]' (ray 2.60.0)"
+
+
+def test_pool_workers_share_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """N workers get cores // N library threads each; a variable the user set is kept."""
+    from irkit.targets.ort import OrtTarget
+
+    from irkit.sweep import executors
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    assert executors.worker_threads(1) == 0
+    assert executors.worker_threads(2) == max(1, cores // 2)
+    assert executors.LocalPool(2).worker_args == (max(1, cores // 2),)
+    for k in executors.thread_env(1):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=true")
+    executors._limit_threads(1)
+    assert os.environ["OMP_NUM_THREADS"] == "3"
+    assert os.environ["TVM_NUM_THREADS"] == "1"
+    assert os.environ["XLA_FLAGS"] == "--xla_cpu_multi_thread_eigen=true intra_op_parallelism_threads=1"
+    assert OrtTarget().threads == 1
+    monkeypatch.delenv("IRKIT_ORT_THREADS")
+    assert OrtTarget().threads == 0
