@@ -1189,9 +1189,12 @@ def _scatter(lw: _Lowerer, op: Op, ins: list[Any]) -> list[Any]:
 
     red = op.attrs.get("reduction", "none")
     if lw.gpu and red == "none" and not _scatter_indices_distinct(op):
-        # TOPI's GPU scatters update in parallel: with duplicate indices the winner is unspecified
-        raise lw.refuse(op, "reduction 'none' has no deterministic CUDA kernel (duplicate indices race) and "
-                            "its indices are not provably distinct; use tvm-llvm or xla")
+        # TOPI's GPU scatters update in parallel: with duplicate indices the winner is unspecified.
+        # As a gather, every output element picks the last update landing on it (the IR's rule).
+        if op.name == "ik.scatter_nd":
+            return [lw.emit(op, te_ops.scatter_nd_last_wins, *ins)]
+        ax = normalize_axis(op.attrs["axis"], op.operand(0).type.rank)
+        return [lw.emit(op, lambda d, i, u: te_ops.scatter_elements_last_wins(d, i, u, ax), *ins)]
     if op.name == "ik.scatter_nd":
         return [lw.emit(op, lambda d, i, u: te_ops.scatter_nd(d, i, u, red, lw.gpu), *ins)]
     ax = normalize_axis(op.attrs["axis"], op.operand(0).type.rank)

@@ -526,6 +526,67 @@ def scatter_nd(data: Tensor, idx: Tensor, upd: Tensor, reduction: str, gpu: bool
     return fn(data, wt, upd, _SCATTER_MODE[reduction])
 
 
+# Scatters with reduction "none" whose indices may repeat, for targets that run every update in
+# parallel (TOPI's GPU scatters): as gathers.  Each output element finds the last update that lands
+# on it (a max-reduction over update numbers) and takes it, else keeps data: the IR's "last update
+# wins" without a race, at the price of comparing every output row against every update.
+
+
+def scatter_nd_last_wins(data: Tensor, idx: Tensor, upd: Tensor) -> Tensor:
+    """ScatterND (reduction "none") as a gather: ``winner[p] = max{j : idx[j] == p}`` over the
+    index tuples, then ``out[p, r] = upd[winner[p], r]`` where some update lands on ``p``."""
+    k = int(idx.shape[-1])
+    dims = ints(data.shape)
+    lead, rest = dims[:k], dims[k:]
+    n = int(np.prod(ints(idx.shape)[:-1], dtype=np.int64))
+    w = topi.reshape(wrap_indices(idx, lead, last_axis=True), [n, k])
+    u = topi.reshape(upd, [n, *rest])
+    j = te.reduce_axis((0, n), name="j")
+
+    def last(*p: Any) -> PrimExpr:
+        hit = tirx.const(True, "bool")
+        for m in range(k):
+            hit = hit & (w[j, m] == tirx.Cast("int64", p[m]))
+        return te.max(tirx.Select(hit, tirx.Cast("int64", j), tirx.const(-1, "int64")), axis=j)
+
+    winner = te.compute(lead, last, name="scatter_winner")
+
+    def body(*o: Any) -> PrimExpr:
+        wi = winner[o[:k]]
+        safe = tirx.max(wi, tirx.const(0, "int64"))
+        return tirx.Select(wi >= tirx.const(0, "int64"), u[(safe, *o[k:])], data[o])
+
+    return te.compute(dims, body, name="scatter_nd_last_wins")
+
+
+def scatter_elements_last_wins(data: Tensor, idx: Tensor, upd: Tensor, axis: int) -> Tensor:
+    """ScatterElements (reduction "none") as a gather: output element ``o`` can only receive the
+    updates in its lane (same coordinates off ``axis``); the last whose index is ``o[axis]`` wins."""
+    dims, ish = ints(data.shape), ints(idx.shape)
+    w = wrap_indices(idx, dims[axis])
+    j = te.reduce_axis((0, ish[axis]), name="j")
+    lanes = [d for d in range(len(dims)) if d != axis and ish[d] < dims[d]]
+
+    def at(o: Sequence[Any], jj: Any) -> tuple[Any, ...]:
+        # clamped off the axis: a lane past the indices' extent is masked below
+        return tuple(jj if d == axis else (tirx.min(o[d], ish[d] - 1) if d in lanes else o[d])
+                     for d in range(len(dims)))
+
+    def last(*o: Any) -> PrimExpr:
+        hit = w[at(o, j)] == tirx.Cast("int64", o[axis])
+        for d in lanes:
+            hit = hit & (o[d] < ish[d])
+        return te.max(tirx.Select(hit, tirx.Cast("int64", j), tirx.const(-1, "int64")), axis=j)
+
+    winner = te.compute(dims, last, name="scatter_winner")
+
+    def body(*o: Any) -> PrimExpr:
+        wi = winner[o]
+        return tirx.Select(wi >= tirx.const(0, "int64"), upd[at(o, tirx.max(wi, tirx.const(0, "int64")))], data[o])
+
+    return te.compute(dims, body, name="scatter_elements_last_wins")
+
+
 def _clamped_starts(starts: Tensor, dims: Sequence[int], sizes: Sequence[int]) -> list[PrimExpr]:
     out = []
     for i, (d, s) in enumerate(zip(dims, sizes)):
