@@ -67,7 +67,7 @@ def _module(name: str, batch: int, seq: int) -> tuple[Any, dict[str, int]]:
 
     if name.startswith("zoo:"):
         m = import_zoo(name if name.count(":") == 2 else name + ":toy")
-        syms = {d for a in m.entry.args for d in a.type.shape if isinstance(d, str)}
+        syms = {str(d) for a in m.entry.args for d in a.type.shape if not isinstance(d, int)}
         want = {s: (batch if s.upper().startswith("B") else seq) for s in syms}
         return m, default_bindings(m.entry, want)
     m = _block(name, batch, seq)
@@ -81,12 +81,13 @@ def _inputs(m: Any, b: dict[str, int], seed: int) -> list[np.ndarray]:
 
 
 def run_model(name: str, batch: int, seq: int, top: int, rounds: int, calls: int) -> dict[str, Any]:
+    from irkit.targets.registry import get_target
+
     from irkit.bench import measure
     from irkit.passmanager import run_pipeline
     from irkit.sweep.executors import InProcess
     from irkit.sweep.store import Store
     from irkit.sweep.tune import apply_tuning, tune
-    from irkit.targets.registry import get_target
 
     m, b = _module(name, batch, seq)
     base = m.clone()
@@ -119,7 +120,10 @@ def run_model(name: str, batch: int, seq: int, top: int, rounds: int, calls: int
             per[label].append(measure(fn, warmup=1, repeats=calls).median)
     med = {k: float(np.median(v)) for k, v in per.items()}
     q = {k: np.percentile(v, [25, 75]) for k, v in per.items()}
-    return {"model": name, "bindings": b, "median_s": med,
+    from irkit.ir.types import eval_dim
+
+    shape = " ".join("x".join(str(eval_dim(d, b)) for d in a.type.shape) for a in base.entry.args)
+    return {"model": name, "shape": shape, "median_s": med,
             "spread": {k: float((q[k][1] - q[k][0]) / med[k]) for k in per}, "compile_s": compile_s,
             "tune": {"matmuls": len(rep.sites), "tuned": n_tuned, "ranked": rep.ranked, "timed": rep.measured,
                      "wall_s": rep.wall_seconds, "sites": rep.sites}}
@@ -135,14 +139,15 @@ def markdown(rows: list[dict[str, Any]], argv: list[str]) -> str:
                 break
     except OSError:
         pass
-    out = [f"`python benchmarks/tune_e2e.py {' '.join(argv)}`".replace(" `", "`"),
+    out = [f"`python benchmarks/tune_e2e.py {' '.join(argv)}`".replace(" `", "`") + " (input shapes: the entry's "
+           "arguments)",
            "",
            f"CPU: {cpu}, {os.cpu_count()} logical cores, TVM threads {threads}; "
            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. Median over rounds of per-round medians "
            "(spread = IQR / median); ratios are of the same run.",
            "",
            "| model | shape | tvm-llvm default ms | tile-matmul ms | tuned ms | ort ms | tuned vs default | "
-           "tuned vs tile-matmul | ort / tuned | matmuls tuned | ranked | timed | tuning s |",
+           "tuned vs tile-matmul | ort / tuned | matmuls set (distinct) | ranked | timed | tuning s |",
            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         m, s, t = r["median_s"], r["spread"], r["tune"]
@@ -150,12 +155,11 @@ def markdown(rows: list[dict[str, Any]], argv: list[str]) -> str:
         def cell(k: str, m: dict[str, float] = m, s: dict[str, float] = s) -> str:
             return f"{m[k] * 1e3:.3f} ({s[k] * 100:.0f}%)"
 
-        shape = ",".join(f"{k}={v}" for k, v in sorted(r["bindings"].items()))
-        out.append(f"| {r['model']} | {shape} | {cell('tvm-llvm default')} | {cell('tvm-llvm tile-matmul')} | "
+        out.append(f"| {r['model']} | {r['shape']} | {cell('tvm-llvm default')} | {cell('tvm-llvm tile-matmul')} | "
                    f"{cell('tvm-llvm tuned')} | {cell('ort')} | "
                    f"{m['tvm-llvm default'] / m['tvm-llvm tuned']:.2f}x | "
                    f"{m['tvm-llvm tile-matmul'] / m['tvm-llvm tuned']:.2f}x | {m['ort'] / m['tvm-llvm tuned']:.2f}x | "
-                   f"{t['tuned']}/{t['matmuls']} | {t['ranked']} | {t['timed']} | {t['wall_s']:.0f} |")
+                   f"{t['tuned']} ({t['matmuls']}) | {t['ranked']} | {t['timed']} | {t['wall_s']:.0f} |")
     out += ["", "`tuned vs default` > 1 means tuning made it faster than the kernel's default tiles; "
             "`ort / tuned` > 1 means tuned tvm-llvm is faster than onnxruntime.", ""]
     return "\n".join(out)
