@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 PIPELINE = ("canonicalize,fuse-attention,fuse-norm,fuse-activation,fuse-elementwise,cse,dce,"
             "tile-matmul{target=host-cpu}")
-MODELS = ("gpt2", "llama", "qwen2", "mistral", "bert", "distilbert", "vit", "clip", "whisper_encoder")
+MODELS = ("gpt2", "llama", "qwen2", "mistral", "bert", "distilbert", "t5_encoder", "vit", "clip", "whisper_encoder")
 QUICK_MODELS = ("gpt2", "bert", "vit", "whisper_encoder")
 ENGINES = ("ort-file", "irkit/tvm-llvm", "irkit/xla-cpu", "irkit/ort", "torch-eager", "torch-compile")
 PEERS = ("ort-file", "torch-eager", "torch-compile")

@@ -202,6 +202,11 @@ ARCHITECTURES: tuple[Arch, ...] = (
          "XLMRobertaConfig", "XLMRobertaModel", _encoder(max_position_embeddings=66),
          {"vocab_size": 250002, "max_position_embeddings": 514, "type_vocab_size": 1}, "xlm-roberta-base",
          "tokens+mask", output="last_hidden_state"),
+    Arch("t5_encoder", "encoder", "T5's encoder alone: relative position buckets, unscaled scores, padding mask",
+         "T5Config", "T5EncoderModel",
+         {"vocab_size": _VOCAB, "d_model": 64, "d_kv": 16, "d_ff": 128, "num_layers": 2, "num_heads": 4,
+          "relative_attention_num_buckets": 8},
+         {}, "t5-small encoder", "tokens+mask", output="last_hidden_state"),
     # ------------------------------------------------------------------ encoder-decoders
     Arch("t5", "encoder-decoder", "relative position buckets, unscaled scores, cross-attention", "T5Config",
          "T5ForConditionalGeneration",
