@@ -337,7 +337,9 @@ def measure(ir_text: str, pipeline: str, target: str, measurement: str, bindings
         tm = time_it(lambda: t.run(art, xs), warmup=int(params.get("warmup", 2)),
                      repeats=int(params.get("repeats", 10)), max_seconds=float(params.get("max_seconds", 5.0)))
         out = {"median": tm.median, "p90": tm.percentile(90), "spread": tm.spread, "samples": len(tm.samples),
-               "compile_seconds": art.compile_seconds}
+               "compile_seconds": art.compile_seconds,
+               # a pool worker's share of the cores (executors.thread_env); unset: the libraries' defaults
+               "threads": int(os.environ.get("OMP_NUM_THREADS", "0") or 0) or (os.cpu_count() or 1)}
         if tiled is not None:
             out["matmuls_tiled"] = tiled
         return out
