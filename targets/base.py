@@ -16,11 +16,9 @@ Targets never import frontends; a target module registers itself with
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any, ClassVar
@@ -29,28 +27,7 @@ import numpy as np
 
 from irkit.errors import IrkitError
 from irkit.ir.core import Module, Op
-
-
-@contextlib.contextmanager
-def quiet_native_stderr() -> Iterator[None]:
-    """Keep what native libraries print on file descriptor 2 out of irkit's output: libtpu's
-    TPU-discovery warnings on a machine without a TPU, TVM's code-generator warnings during a
-    build. ``IRKIT_VERBOSE=1`` (``irkit --verbose``) keeps them; errors still raise."""
-    if os.environ.get("IRKIT_VERBOSE"):
-        yield
-        return
-    import sys
-    import tempfile
-
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as sink:
-        os.dup2(sink.fileno(), 2)
-        try:
-            yield
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
+from irkit.quiet import quiet_native_stderr
 
 
 class TargetUnavailable(IrkitError):
@@ -391,4 +368,5 @@ def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
 
 
 __all__ = ["Artifact", "Availability", "Kernel", "Session", "Target", "TargetUnavailable", "lower_for_session",
+           "quiet_native_stderr",
            "module_aliases", "op_ids", "provenance", "timed"]

@@ -103,6 +103,15 @@ def import_source(source: str, format: str | None = None, dynamic: dict[str, int
                             "uses a construct irkit does not handle") from None
 
 
+def _mentions_jax(source: str) -> bool:
+    """Whether a ``file.py:factory`` source file imports JAX (read as text, not run)."""
+    try:
+        text = Path(source.rsplit(":", 1)[0]).read_text(errors="replace")
+    except OSError:
+        return False
+    return "import jax" in text or "from jax" in text or "import flax" in text or "from flax" in text
+
+
 def _import_source(source: str, format: str | None = None, dynamic: dict[str, int] | None = None,
                    name: str = "main") -> Module:
     """Import ``source``: a ``.pt2``, an ``.onnx``, StableHLO or HLO text, or ``file.py:factory``.
@@ -123,6 +132,10 @@ def _import_source(source: str, format: str | None = None, dynamic: dict[str, in
             load_factory_spec,
         )
 
+        if _mentions_jax(source):
+            from irkit.quiet import start_jax_quietly
+
+            start_jax_quietly()  # before the factory's first JAX array starts libtpu, which warns without a TPU
         result, label = load_factory_spec(source)
         if not isinstance(result, (tuple, list)) or len(result) not in (2, 3):
             raise FrontendError(f"{label}: a factory must return (model, example_inputs[, dynamic_shapes])")

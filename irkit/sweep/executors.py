@@ -312,12 +312,12 @@ class RayExecutor(Executor):
         address = address or os.environ.get("RAY_ADDRESS") or None
         if not ray.is_initialized():
             # every task asks for one CPU: its libraries get one thread (see thread_env)
-            env = {"runtime_env": {"env_vars": {k: v for k, v in thread_env(1).items() if k not in os.environ}}}
+            env: dict[str, Any] = {"env_vars": {k: v for k, v in thread_env(1).items() if k not in os.environ}}
             if address:
-                ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False, **env)
+                ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False, runtime_env=env)
             else:
                 ray.init(num_cpus=num_cpus or os.cpu_count(), resources=ray_resources(), include_dashboard=False,
-                         logging_level=logging.ERROR, log_to_driver=False, **env)
+                         logging_level=logging.ERROR, log_to_driver=False, runtime_env=env)
             self.owns = True
         else:
             self.owns = False

@@ -173,3 +173,18 @@ def test_kill_lower_mid_write(tmp_path: Path) -> None:
             import json
 
             json.loads(man.read_text())
+
+
+def test_importing_a_jax_factory_prints_no_libtpu_noise(tmp_path: Path) -> None:
+    """A JAX factory's first array starts JAX's backends; with libtpu installed and no TPU,
+    libtpu's discovery block must not reach irkit's stderr."""
+    pytest.importorskip("jax")
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "m.mlir"
+    env = {k: v for k, v in os.environ.items() if k != "IRKIT_VERBOSE"}
+    p = subprocess.run([sys.executable, "-m", "irkit.cli", "import", str(root / "examples/sweeps/models.py") +
+                        ":jax_mlp", "-o", str(out)], env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stderr.strip().splitlines() == [ln for ln in p.stderr.strip().splitlines() if "ik.matmul" in ln]
+    assert "TPU" not in p.stderr and "Source Location Trace" not in p.stderr
+    assert read_module(out).entry is not None
