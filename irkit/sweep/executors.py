@@ -2,7 +2,9 @@
 
 Design note: an executor takes jobs (plain dicts for :func:`irkit.sweep.work.execute`)
 and reports one outcome per attempt through a callback; the callback may hand
-back the job to try again (the driver decides retries).  Outcomes have a
+back the job to try again (the driver decides retries), or a list of new jobs (the
+measurements of a model whose build just finished: a sweep streams, with no barrier
+between its builds and its measurements).  Outcomes have a
 ``status``: ``ok``, ``failed`` (the job raised), ``unavailable``, ``timeout``
 (killed past its deadline) or ``lost`` (its worker died).  Three executors:
 
@@ -30,7 +32,7 @@ import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,7 +54,14 @@ class Job:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-OnResult = Callable[[Job, dict[str, Any]], "Job | None"]
+OnResult = Callable[[Job, dict[str, Any]], "Job | list[Job] | None"]
+
+
+def _requeue(queue: deque[Job], again: Job | list[Job] | None) -> None:
+    if isinstance(again, Job):
+        queue.append(again)
+    elif again:
+        queue.extend(again)
 
 
 class Executor:
@@ -63,6 +72,12 @@ class Executor:
 
     def run(self, jobs: list[Job], timeout: float, on_result: OnResult) -> None:
         raise NotImplementedError
+
+    def warm(self, modules: Sequence[str]) -> None:
+        """The libraries the coming jobs import (``tvm``, ``jax``...): pool workers import them in
+        the background from their start, so that the imports fill the time a worker would
+        otherwise wait (the driver planning, the builds) instead of delaying its first job
+        of each kind.  Call before :meth:`run`; the in-process executor ignores it."""
 
     def close(self) -> None:
         pass
@@ -99,9 +114,7 @@ class InProcess(Executor):
                 if use_alarm:
                     signal.setitimer(signal.ITIMER_REAL, 0)
                     signal.signal(signal.SIGALRM, old)
-            again = on_result(job, out)
-            if again is not None:
-                queue.append(again)
+            _requeue(queue, on_result(job, out))
 
 
 def thread_env(threads: int) -> dict[str, str]:
@@ -138,11 +151,23 @@ def worker_threads(workers: int) -> int:
     return 0 if workers <= 1 else max(1, cores // workers)
 
 
-def _worker_main(conn: Any, threads: int = 0) -> None:
+def _import_all(modules: Sequence[str]) -> None:
+    import importlib
+
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - a missing library is the job's to report, not the warm-up's
+            pass
+
+
+def _worker_main(conn: Any, threads: int = 0, warm: Sequence[str] = ()) -> None:
     """A pool worker: receive a job, send its outcome, until told to stop (None)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver handles ^C and stops us
     if threads:
         _limit_threads(threads)
+    if warm:  # a job that needs a module being imported waits on Python's import lock for it
+        threading.Thread(target=_import_all, args=(tuple(warm),), name="warm-imports", daemon=True).start()
     # Deadlines start once the worker is up: import what every job needs first (seconds on a
     # loaded machine), so a task's timeout is not spent on the interpreter's start.
     import irkit.interp
@@ -204,6 +229,10 @@ class LocalPool(Executor):
         # the sweep's own workers share the cores (see thread_env); a caller's worker_main does its own
         self.worker_args = worker_args if worker_main is not None else (worker_threads(n),)
 
+    def warm(self, modules: Sequence[str]) -> None:
+        if self.worker_main is None:
+            self.worker_args = (self.worker_args[0], tuple(modules))
+
     def _start(self) -> _Worker:
         return _Worker(self.ctx, self.worker_main, self.worker_args)
 
@@ -216,9 +245,7 @@ class LocalPool(Executor):
         early_deaths = 0
 
         def finish(job: Job, out: dict[str, Any]) -> None:
-            again = on_result(job, out)
-            if again is not None:
-                queue.append(again)
+            _requeue(queue, on_result(job, out))
 
         while queue or any(w.job for w in self.pool):
             timing_busy = any(w.job is not None and w.job.timing for w in self.pool)
@@ -367,9 +394,7 @@ class RayExecutor(Executor):
                 pending[ref] = (pick, time.monotonic())
 
         def done(job: Job, out: dict[str, Any]) -> None:
-            again = on_result(job, out)
-            if again is not None:
-                queue.append(again)
+            _requeue(queue, on_result(job, out))
 
         fill()
         while pending or queue:

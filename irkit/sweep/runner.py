@@ -109,8 +109,8 @@ class Sweep:
 
     # -- builds ----------------------------------------------------------------
 
-    def _builds(self, tasks: list[Task], run: bool, summary: Summary) -> dict[BuildId, tuple[str, str]]:
-        """:func:`build_of` -> ``(ir_hash, ir_text)``, from the store or built now (when ``run``)."""
+    def _build_jobs(self, tasks: list[Task]) -> tuple[dict[BuildId, tuple[str, str]], list[Job]]:
+        """The builds in the store (:func:`build_of` -> ``(ir_hash, ir_text)``) and a job for each missing one."""
         pairs: dict[BuildId, str] = {}
         for t in tasks:
             pairs.setdefault(build_of(t), t.model)
@@ -126,30 +126,27 @@ class Sweep:
                 missing.append(Job(f"build {model} [{fe}]", {"kind": "build", "source": src, "frontend": fe,
                                                             "options": options},
                                    info={"bkey": bkey, "model": model, "pair": (src, fe, opts)}))
-        if not run or not missing:
-            return have
-        self.log(f"building {len(missing)} model(s) ({len(pairs) - len(missing)} cached in the store)")
+        return have, missing
 
-        def on_build(job: Job, out: dict[str, Any]) -> Job | None:
-            info = job.info
-            if out["status"] == "ok":
-                r = out["result"]
-                self.store.put_build(info["bkey"], info["model"], job.payload["frontend"], r["ir_hash"], r["ir_text"],
-                                     r["seconds"])
-                have[info["pair"]] = (r["ir_hash"], r["ir_text"])
-                self.log(f"  built {info['model']} [{job.payload['frontend']}] in {out['seconds']:.1f} s")
-                return None
-            self.store.record_attempt("build:" + info["bkey"], out["status"], out["error"], out["seconds"],
-                                      out["worker"])
-            if out["status"] in ("timeout", "lost") and job.tries <= self.spec.retries:
-                summary.retries += 1
-                return job
-            summary.build_failures.append(f"{info['model']} [{job.payload['frontend']}]: {out['error']}")
-            self.log(f"  build FAILED {info['model']} [{job.payload['frontend']}]: {out['error']}")
-            return None
-
-        self.executor.run(missing, self.spec.timeout, on_build)
-        return have
+    def _on_build(self, job: Job, out: dict[str, Any], have: dict[BuildId, tuple[str, str]],
+                  summary: Summary) -> str:
+        """Store a build's outcome; ``ok``, ``retry`` or ``failed``."""
+        info = job.info
+        if out["status"] == "ok":
+            r = out["result"]
+            self.store.put_build(info["bkey"], info["model"], job.payload["frontend"], r["ir_hash"], r["ir_text"],
+                                 r["seconds"])
+            have[info["pair"]] = (r["ir_hash"], r["ir_text"])
+            self.log(f"  built {info['model']} [{job.payload['frontend']}] in {out['seconds']:.1f} s")
+            return "ok"
+        self.store.record_attempt("build:" + info["bkey"], out["status"], out["error"], out["seconds"],
+                                  out["worker"])
+        if out["status"] in ("timeout", "lost") and job.tries <= self.spec.retries:
+            summary.retries += 1
+            return "retry"
+        summary.build_failures.append(f"{info['model']} [{job.payload['frontend']}]: {out['error']}")
+        self.log(f"  build FAILED {info['model']} [{job.payload['frontend']}]: {out['error']}")
+        return "failed"
 
     # -- planning --------------------------------------------------------------
 
@@ -249,37 +246,69 @@ class Sweep:
                     raise InputError(f"{self.spec.path}: pipeline '{p}': {e}") from None
 
     def run(self, dry_run: bool = False) -> Summary:
+        """Build what the store lacks and run every task it lacks.  The two stream: a model's
+        measurements join the queue as soon as its build is stored, so the workers never
+        wait for the slowest build (a torch.export) before measuring the models that are ready."""
         t0 = time.perf_counter()
         s = Summary()
         self.validate()
         tasks = self.spec.tasks()
         s.tasks = len(tasks)
-        builds = self._builds(tasks, not dry_run, s)
-        planned, blocked = self.plan(tasks, builds)
-        s.keys = [p.key for p in planned]
-        status = self.store.status_of(s.keys)
-        todo = [p for p in planned if status.get(p.key) not in DONE]
-        s.in_store = len(planned) - len(todo)
-        dupes = len(tasks) - len(planned) - blocked
+        have, missing = self._build_jobs(tasks)
         if dry_run:
-            unbuilt = [t for t in tasks if build_of(t) not in builds]
+            planned, blocked = self.plan(tasks, have)
+            s.keys = [p.key for p in planned]
+            status = self.store.status_of(s.keys)
+            todo = [p for p in planned if status.get(p.key) not in DONE]
+            s.in_store = len(planned) - len(todo)
+            unbuilt = [t for t in tasks if build_of(t) not in have]
             n_builds = len({build_of(t) for t in unbuilt})
             s.to_run = len(todo) + len(unbuilt)
             s.estimate_seconds, s.estimated_from_past, s.estimated_by_default = self.estimate_seconds(
                 todo, unbuilt, n_builds)
             return s
-        s.blocked = blocked
-        s.to_run = len(todo)
-        prev_failed = sum(1 for p in todo if status.get(p.key) == "failed")
-        self.log(f"{self.spec.name}: {s.tasks} tasks" + (f" ({dupes} duplicates by content key)" if dupes else "")
-                 + f"; {s.in_store} already in the store, {s.to_run} to run"
-                 + (f" ({prev_failed} failed before)" if prev_failed else "")
-                 + (f"; {blocked} blocked by failed builds" if blocked else "")
-                 + f"; executor {self.executor.name} x{self.executor.workers}")
-        by_job = {id(p.job): p for p in todo}
-        done = [0]
+        self.executor.warm(work.warm_modules({t.target for t in tasks}, {t.model for t in tasks}))
+        by_build: dict[BuildId, list[Task]] = {}
+        for t in tasks:
+            by_build.setdefault(build_of(t), []).append(t)
+        seen: set[str] = set()
+        by_job: dict[int, Planned] = {}
+        counts = {"prev_failed": 0, "done": 0}
 
-        def on_result(job: Job, out: dict[str, Any]) -> Job | None:
+        def admit(ts: list[Task]) -> list[Job]:
+            """Key the tasks of built models; the jobs of those the store lacks."""
+            planned, _ = self.plan(ts, have)
+            planned = [p for p in planned if p.key not in seen]
+            seen.update(p.key for p in planned)
+            s.keys.extend(p.key for p in planned)
+            status = self.store.status_of([p.key for p in planned])
+            todo = [p for p in planned if status.get(p.key) not in DONE]
+            s.in_store += len(planned) - len(todo)
+            s.to_run += len(todo)
+            counts["prev_failed"] += sum(1 for p in todo if status.get(p.key) == "failed")
+            for p in todo:
+                by_job[id(p.job)] = p
+            return [p.job for p in todo]
+
+        first = admit([t for b, ts in by_build.items() if b in have for t in ts])
+        waiting = sum(len(by_build[j.info["pair"]]) for j in missing)
+        if missing:
+            self.log(f"building {len(missing)} model(s) ({len(by_build) - len(missing)} cached in the store); "
+                     "their tasks join the queue as each build is stored")
+        self.log(f"{self.spec.name}: {s.tasks} tasks; {s.in_store} already in the store, {s.to_run} to run"
+                 + (f" ({counts['prev_failed']} failed before)" if counts["prev_failed"] else "")
+                 + (f", {waiting} waiting for their builds" if waiting else "")
+                 + f"; executor {self.executor.name} x{self.executor.workers}")
+
+        def on_result(job: Job, out: dict[str, Any]) -> Job | list[Job] | None:
+            if job.payload.get("kind") == "build":
+                verdict = self._on_build(job, out, have, s)
+                if verdict == "retry":
+                    return job
+                if verdict == "failed":
+                    s.blocked += len(by_build[job.info["pair"]])
+                    return None
+                return admit(by_build[job.info["pair"]])
             p = by_job[id(job)]
             st = out["status"]
             row_status = "ok" if st == "ok" else "unavailable" if st == "unavailable" else "failed"
@@ -296,7 +325,7 @@ class Sweep:
                 s.retries += 1
                 self.log(f"  {st.upper()} (attempt {job.tries}, retrying) {job.id}: {out['error']}")
                 return job
-            done[0] += 1
+            counts["done"] += 1
             if row_status == "ok":
                 s.ok += 1
             elif row_status == "unavailable":
@@ -304,13 +333,15 @@ class Sweep:
             else:
                 s.failed += 1
             note = "" if st == "ok" else f": {out['error']}"
-            self.log(f"  [{done[0]}/{len(todo)}] {row_status:<11} {out['seconds']:6.2f} s  {job.id}{note}")
+            self.log(f"  [{counts['done']}/{s.to_run}] {row_status:<11} {out['seconds']:6.2f} s  {job.id}{note}")
             return None
 
-        if todo:
-            self.executor.run([p.job for p in todo], self.spec.timeout, on_result)
+        if missing or first:
+            self.executor.run(missing + first, self.spec.timeout, on_result)
+        dupes = len(tasks) - len(s.keys) - s.blocked
+        if dupes > 0:
+            self.log(f"  ({dupes} duplicate task(s) by content key ran once)")
         s.wall_seconds = time.perf_counter() - t0
         return s
-
 
 __all__ = ["DEFAULT_SECONDS", "BuildId", "Planned", "Summary", "Sweep", "build_of", "target_hardware"]

@@ -17,7 +17,7 @@ import re
 import socket
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -379,6 +379,22 @@ def _generate(m: Any, target: str, params: Mapping[str, Any]) -> dict[str, Any]:
             "prefill": str(r.info.get("prefill", "")),
             "tokens": [int(t) for t in r.tokens[0]],  # row 0, to compare targets (greedy: the same tokens)
             "kv_cache_bytes": dm.cache_bytes()}
+
+
+def warm_modules(targets: Iterable[str], models: Iterable[str]) -> list[str]:
+    """The libraries tasks on these targets and models will import (for :meth:`Executor.warm`):
+    each is seconds to import (TVM about 4 s here, JAX and torch 1.5 s each)."""
+    targets, models = set(targets), set(models)
+    out = ["irkit.targets.registry"]
+    if any(m.endswith((".pt2", ".py")) or ".py:" in m or m.startswith("zoo:") for m in models):
+        out.append("torch")
+    if any(t.startswith("tvm-") for t in targets):
+        out += ["tvm", "tvm.relax", "irkit.targets.tvm"]
+    if any(t.startswith("xla-") for t in targets) or any(".py:" in m for m in models):
+        out += ["jax", "irkit.targets.xla"]
+    if "ort" in targets or any(m.endswith(".onnx") for m in models):
+        out += ["onnx", "onnxruntime", "irkit.targets.ort"]
+    return out
 
 
 def execute(job: Mapping[str, Any]) -> dict[str, Any]:
