@@ -230,7 +230,8 @@ class LocalPool(Executor):
         self.worker_args = worker_args if worker_main is not None else (worker_threads(n),)
 
     def warm(self, modules: Sequence[str]) -> None:
-        if self.worker_main is None:
+        # one worker has no idle time to fill: its imports would only compete with its first job
+        if self.worker_main is None and self.workers > 1:
             self.worker_args = (self.worker_args[0], tuple(modules))
 
     def _start(self) -> _Worker:
