@@ -68,7 +68,8 @@ def _module(name: str, batch: int, seq: int) -> tuple[Any, dict[str, int]]:
     if name.startswith("zoo:"):
         m = import_zoo(name if name.count(":") == 2 else name + ":toy")
         syms = {str(d) for a in m.entry.args for d in a.type.shape if not isinstance(d, int)}
-        want = {s: (batch if s.upper().startswith("B") else seq) for s in syms}
+        # toy zoo models have 64 positions: their sequence is capped there
+        want = {s: (batch if s.upper().startswith("B") else min(seq, 64)) for s in syms}
         return m, default_bindings(m.entry, want)
     m = _block(name, batch, seq)
     return m, default_bindings(m.entry, {})
